@@ -1,0 +1,233 @@
+//! The simulated kube-apiserver: the Kubernetes REST subset the components use, over HTTP/1 on
+//! turmoil TCP. Leases, pods (with `binding` and `status`), nodes (with `status`), deployments
+//! and replicasets: get, list (label and field selectors), create, update (409 on a stale
+//! resourceVersion), delete. Errors are `Status` objects, as upstream sends them.
+//!
+//! When etcd is down or cut off from the API server, every request waits and then fails with
+//! 500 `etcdserver: request timed out`, as kube-apiserver answers when its etcd client times out.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+
+use super::net::API_PORT;
+use super::store::{labels, Resource, Store, StoreError, RESOURCES};
+use crate::clock::Clock;
+
+/// State the API server shares with the rest of the simulated world.
+pub struct ApiServer {
+    /// What etcd holds.
+    pub store: Arc<Mutex<Store>>,
+    /// Whether etcd is running and reachable from the API server (set by the simulation driver).
+    pub etcd_ok: Arc<std::sync::atomic::AtomicBool>,
+    /// Timestamps for creationTimestamp.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// How long a request waits for an unreachable etcd before failing.
+pub const ETCD_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl ApiServer {
+    /// Serve until the host is crashed.
+    pub async fn serve(self: Arc<Self>) -> turmoil::Result {
+        let listener = turmoil::net::TcpListener::bind(("0.0.0.0", API_PORT)).await?;
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let this = self.clone();
+            tokio::task::spawn_local(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let this = this.clone();
+                    async move { Ok::<_, Infallible>(this.handle(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = req.into_parts();
+        let body = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return status(StatusCode::BAD_REQUEST, "BadRequest", "could not read the body"),
+        };
+        if !self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(ETCD_TIMEOUT).await;
+            return status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "etcdserver: request timed out");
+        }
+        let query = parts.uri.query().unwrap_or("").to_owned();
+        let path = parts.uri.path().trim_matches('/').to_owned();
+        self.route(&parts.method, &path, &query, &body)
+    }
+
+    fn route(&self, method: &Method, path: &str, query: &str, body: &[u8]) -> Response<Full<Bytes>> {
+        let Some((r, ns, name, sub)) = parse_path(path) else {
+            return status(StatusCode::NOT_FOUND, "NotFound", &format!("the server could not find the requested resource ({path})"));
+        };
+        let parse_body = || serde_json::from_slice::<Value>(body).map_err(|e| format!("invalid JSON body: {e}"));
+        let mut store = self.store.lock().expect("store lock");
+        let ns_str = ns.as_deref().unwrap_or("");
+        let result: Result<(StatusCode, Value), StoreError> = match (method, name.as_deref(), sub.as_deref()) {
+            (&Method::GET, None, None) => Ok((StatusCode::OK, list(&store, r, ns.as_deref(), query))),
+            (&Method::GET, Some(n), None | Some("status")) => store
+                .get(r, ns_str, n)
+                .cloned()
+                .map(|o| (StatusCode::OK, o))
+                .ok_or_else(|| StoreError::NotFound(format!("{} \"{n}\" not found", r.plural))),
+            (&Method::POST, None, None) => match parse_body() {
+                Ok(obj) => {
+                    let now = self.clock.wall().to_string();
+                    store.create(r, ns_str, obj, &now).map(|o| (StatusCode::CREATED, o))
+                }
+                Err(e) => Err(StoreError::BadRequest(e)),
+            },
+            (&Method::POST, Some(n), Some("binding")) if r.plural == "pods" => match parse_body() {
+                Ok(b) => match b.pointer("/target/name").and_then(Value::as_str) {
+                    Some(node) => store.bind(ns_str, n, node).map(|o| (StatusCode::CREATED, o)),
+                    None => Err(StoreError::BadRequest("binding has no target.name".into())),
+                },
+                Err(e) => Err(StoreError::BadRequest(e)),
+            },
+            (&Method::PUT, Some(n), None | Some("status")) => match parse_body() {
+                Ok(obj) => store.update(r, ns_str, n, obj, sub.is_some()).map(|o| (StatusCode::OK, o)),
+                Err(e) => Err(StoreError::BadRequest(e)),
+            },
+            (&Method::DELETE, Some(n), None) => store.delete(r, ns_str, n).map(|o| (StatusCode::OK, o)),
+            _ => {
+                return status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &format!("{method} is not supported on {path} by the simulated API server"));
+            }
+        };
+        match result {
+            Ok((code, obj)) => json_response(code, &obj),
+            Err(StoreError::NotFound(m)) => status(StatusCode::NOT_FOUND, "NotFound", &m),
+            Err(StoreError::Conflict(m)) => status(StatusCode::CONFLICT, "Conflict", &m),
+            Err(StoreError::AlreadyExists(m)) => status(StatusCode::CONFLICT, "AlreadyExists", &m),
+            Err(StoreError::BadRequest(m)) => status(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        }
+    }
+}
+
+/// `(resource, namespace, name, subresource)` of a request path.
+fn parse_path(path: &str) -> Option<(&'static Resource, Option<String>, Option<String>, Option<String>)> {
+    for r in RESOURCES {
+        let Some(rest) = path.strip_prefix(r.prefix).and_then(|p| p.strip_prefix('/')) else { continue };
+        let parts: Vec<&str> = rest.split('/').collect();
+        let (ns, rest) = match parts.as_slice() {
+            ["namespaces", ns, rest @ ..] if r.namespaced => (Some(ns.to_string()), rest),
+            rest => (None, rest),
+        };
+        match rest {
+            [plural] if *plural == r.plural => return Some((r, ns, None, None)),
+            [plural, name] if *plural == r.plural => return Some((r, ns, Some(name.to_string()), None)),
+            [plural, name, sub] if *plural == r.plural => return Some((r, ns, Some(name.to_string()), Some(sub.to_string()))),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn query_param(query: &str, key: &str) -> Option<String> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == key).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Value {
+    let label_sel = query_param(query, "labelSelector").and_then(|s| crate::selector::parse(&s).ok()).unwrap_or_default();
+    let field_sel = query_param(query, "fieldSelector").unwrap_or_default();
+    let items: Vec<Value> = store
+        .list(r, ns)
+        .into_iter()
+        .filter(|o| label_sel.matches(&labels(o)))
+        .filter(|o| field_matches(o, &field_sel))
+        .cloned()
+        .collect();
+    json!({
+        "apiVersion": r.api_version,
+        "kind": format!("{}List", r.kind),
+        "metadata": {"resourceVersion": store.revision().to_string()},
+        "items": items,
+    })
+}
+
+/// Field selectors the components use: `spec.nodeName=X` (empty X: unbound), `metadata.name=X`,
+/// and `!=` forms.
+fn field_matches(obj: &Value, selector: &str) -> bool {
+    selector.split(',').filter(|s| !s.is_empty()).all(|req| {
+        let (field, want, negate) = match req.split_once("!=") {
+            Some((f, v)) => (f, v, true),
+            None => match req.split_once('=') {
+                Some((f, v)) => (f, v.trim_start_matches('='), false),
+                None => return true,
+            },
+        };
+        let pointer = format!("/{}", field.replace('.', "/"));
+        let have = obj.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
+        (have == want) != negate
+    })
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body).expect("json"))))
+        .expect("response")
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
+    json_response(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse() {
+        let (r, ns, name, sub) = parse_path("api/v1/namespaces/kube-system/pods/p/binding").unwrap();
+        assert_eq!((r.plural, ns.as_deref(), name.as_deref(), sub.as_deref()), ("pods", Some("kube-system"), Some("p"), Some("binding")));
+        let (r, ns, name, _) = parse_path("apis/coordination.k8s.io/v1/leases").unwrap();
+        assert_eq!((r.plural, ns, name), ("leases", None, None));
+        let (r, _, name, sub) = parse_path("api/v1/nodes/node-0/status").unwrap();
+        assert_eq!((r.plural, name.as_deref(), sub.as_deref()), ("nodes", Some("node-0"), Some("status")));
+        assert!(parse_path("api/v1/secrets").is_none());
+    }
+
+    #[test]
+    fn field_selectors() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert!(field_matches(&pod, "spec.nodeName="));
+        assert!(!field_matches(&pod, "spec.nodeName!="));
+        assert!(field_matches(&pod, "metadata.name=p"));
+        assert_eq!(percent_decode("spec.nodeName%3D"), "spec.nodeName=");
+    }
+}

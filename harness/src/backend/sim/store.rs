@@ -1,0 +1,257 @@
+//! The simulated API server's storage: what etcd holds. It lives outside the API server's host,
+//! so it outlives a stop or a crash of the API server, as etcd would.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+/// A resource the simulated API server serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Resource {
+    /// URL prefix: `api/v1`, `apis/apps/v1`, …
+    pub prefix: &'static str,
+    /// Plural name in URLs.
+    pub plural: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// apiVersion.
+    pub api_version: &'static str,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Has a `status` subresource (main-resource updates keep the stored status).
+    pub has_status: bool,
+}
+
+/// Every resource the simulation serves: the subset the components use.
+pub const RESOURCES: &[Resource] = &[
+    Resource { prefix: "api/v1", plural: "pods", kind: "Pod", api_version: "v1", namespaced: true, has_status: true },
+    Resource { prefix: "api/v1", plural: "nodes", kind: "Node", api_version: "v1", namespaced: false, has_status: true },
+    Resource { prefix: "apis/coordination.k8s.io/v1", plural: "leases", kind: "Lease", api_version: "coordination.k8s.io/v1", namespaced: true, has_status: false },
+    Resource { prefix: "apis/apps/v1", plural: "deployments", kind: "Deployment", api_version: "apps/v1", namespaced: true, has_status: true },
+    Resource { prefix: "apis/apps/v1", plural: "replicasets", kind: "ReplicaSet", api_version: "apps/v1", namespaced: true, has_status: true },
+];
+
+/// Key of a stored object.
+pub type Key = (&'static str, String, String);
+
+/// Why a write was refused; maps onto a Kubernetes `Status`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// 404.
+    NotFound(String),
+    /// 409, resourceVersion mismatch or already bound.
+    Conflict(String),
+    /// 409, name taken.
+    AlreadyExists(String),
+    /// 400.
+    BadRequest(String),
+}
+
+/// Objects by (plural, namespace, name), with a global resourceVersion counter.
+#[derive(Debug, Default)]
+pub struct Store {
+    objects: BTreeMap<Key, Value>,
+    revision: u64,
+    uid: u64,
+}
+
+fn meta(obj: &Value, field: &str) -> Option<String> {
+    obj.get("metadata")?.get(field)?.as_str().map(str::to_owned)
+}
+
+/// Labels of an object.
+pub fn labels(obj: &Value) -> BTreeMap<String, String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// Current revision (the newest resourceVersion).
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// One object.
+    pub fn get(&self, r: &Resource, ns: &str, name: &str) -> Option<&Value> {
+        self.objects.get(&(r.plural, ns.to_owned(), name.to_owned()))
+    }
+
+    /// Objects of a resource, in one namespace or all (`ns` None), in name order.
+    pub fn list(&self, r: &Resource, ns: Option<&str>) -> Vec<&Value> {
+        self.objects
+            .iter()
+            .filter(|((p, n, _), _)| *p == r.plural && ns.is_none_or(|ns| ns == n))
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    fn bump(&mut self, obj: &mut Value) {
+        self.revision += 1;
+        obj["metadata"]["resourceVersion"] = json!(self.revision.to_string());
+    }
+
+    /// Create. `now` is the RFC 3339 creation timestamp.
+    pub fn create(&mut self, r: &Resource, ns: &str, mut obj: Value, now: &str) -> Result<Value, StoreError> {
+        if !obj.is_object() {
+            return Err(StoreError::BadRequest("body is not a JSON object".into()));
+        }
+        if obj.get("metadata").is_none_or(|m| !m.is_object()) {
+            obj["metadata"] = json!({});
+        }
+        let name = match meta(&obj, "name") {
+            Some(n) if !n.is_empty() => n,
+            _ => match meta(&obj, "generateName") {
+                Some(prefix) => {
+                    // Deterministic suffix: five characters from the uid counter.
+                    let alphabet = b"bcdfghjklmnpqrstvwxz2456789";
+                    let mut n = self.uid.wrapping_mul(2_654_435_761).wrapping_add(12345);
+                    let mut suffix = String::new();
+                    for _ in 0..5 {
+                        suffix.push(alphabet[(n % alphabet.len() as u64) as usize] as char);
+                        n /= alphabet.len() as u64;
+                    }
+                    format!("{prefix}{suffix}")
+                }
+                None => return Err(StoreError::BadRequest("metadata.name or metadata.generateName is required".into())),
+            },
+        };
+        let key = (r.plural, if r.namespaced { ns.to_owned() } else { String::new() }, name.clone());
+        if self.objects.contains_key(&key) {
+            return Err(StoreError::AlreadyExists(format!("{}.{} \"{name}\" already exists", r.plural, group(r))));
+        }
+        self.uid += 1;
+        obj["apiVersion"] = json!(r.api_version);
+        obj["kind"] = json!(r.kind);
+        obj["metadata"]["name"] = json!(name);
+        if r.namespaced {
+            obj["metadata"]["namespace"] = json!(ns);
+        }
+        obj["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", self.uid));
+        obj["metadata"]["creationTimestamp"] = json!(now);
+        if r.plural == "pods" && obj.pointer("/status/phase").is_none() {
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        self.bump(&mut obj);
+        self.objects.insert(key, obj.clone());
+        Ok(obj)
+    }
+
+    /// Update (PUT). `status_only`: the status subresource. A given resourceVersion must match.
+    pub fn update(&mut self, r: &Resource, ns: &str, name: &str, mut obj: Value, status_only: bool) -> Result<Value, StoreError> {
+        let key = (r.plural, if r.namespaced { ns.to_owned() } else { String::new() }, name.to_owned());
+        let Some(old) = self.objects.get(&key) else {
+            return Err(StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r))));
+        };
+        if let Some(rv) = meta(&obj, "resourceVersion") {
+            if Some(rv) != meta(old, "resourceVersion") {
+                return Err(StoreError::Conflict(format!(
+                    "Operation cannot be fulfilled on {}.{} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    r.plural,
+                    group(r)
+                )));
+            }
+        }
+        let mut new = if status_only {
+            let mut n = old.clone();
+            n["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
+            n
+        } else {
+            if obj.get("metadata").is_none_or(|m| !m.is_object()) {
+                obj["metadata"] = json!({});
+            }
+            for field in ["uid", "creationTimestamp", "name", "namespace"] {
+                if let Some(v) = old["metadata"].get(field) {
+                    obj["metadata"][field] = v.clone();
+                }
+            }
+            obj["apiVersion"] = json!(r.api_version);
+            obj["kind"] = json!(r.kind);
+            if r.has_status {
+                obj["status"] = old.get("status").cloned().unwrap_or(Value::Null);
+            }
+            obj
+        };
+        self.bump(&mut new);
+        self.objects.insert(key, new.clone());
+        Ok(new)
+    }
+
+    /// Delete.
+    pub fn delete(&mut self, r: &Resource, ns: &str, name: &str) -> Result<Value, StoreError> {
+        let key = (r.plural, if r.namespaced { ns.to_owned() } else { String::new() }, name.to_owned());
+        let obj = self
+            .objects
+            .remove(&key)
+            .ok_or_else(|| StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r))))?;
+        self.revision += 1;
+        Ok(obj)
+    }
+
+    /// Bind a pending pod to a node (the `pods/binding` subresource).
+    pub fn bind(&mut self, ns: &str, pod: &str, node: &str) -> Result<Value, StoreError> {
+        let r = &RESOURCES[0];
+        let key = (r.plural, ns.to_owned(), pod.to_owned());
+        let Some(obj) = self.objects.get(&key) else {
+            return Err(StoreError::NotFound(format!("pods \"{pod}\" not found")));
+        };
+        if let Some(bound) = obj.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            return Err(StoreError::Conflict(format!("pod {pod} is already assigned to node \"{bound}\"")));
+        }
+        let mut obj = obj.clone();
+        obj["spec"]["nodeName"] = json!(node);
+        obj["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True"}]);
+        self.bump(&mut obj);
+        self.objects.insert(key, obj);
+        Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+    }
+}
+
+fn group(r: &Resource) -> &'static str {
+    match r.prefix {
+        "api/v1" => "",
+        "apis/coordination.k8s.io/v1" => "coordination.k8s.io",
+        _ => "apps",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASES: &Resource = &RESOURCES[2];
+
+    #[test]
+    fn stale_updates_conflict() {
+        let mut s = Store::default();
+        let created = s.create(LEASES, "ns", json!({"metadata": {"name": "l"}, "spec": {}}), "t").unwrap();
+        let mut a = created.clone();
+        a["spec"]["holderIdentity"] = json!("a");
+        s.update(LEASES, "ns", "l", a, false).unwrap();
+        let mut b = created;
+        b["spec"]["holderIdentity"] = json!("b");
+        assert!(matches!(s.update(LEASES, "ns", "l", b, false), Err(StoreError::Conflict(_))));
+    }
+
+    #[test]
+    fn binding_twice_conflicts() {
+        let mut s = Store::default();
+        s.create(&RESOURCES[0], "ns", json!({"metadata": {"name": "p"}, "spec": {}}), "t").unwrap();
+        s.bind("ns", "p", "node-0").unwrap();
+        assert!(matches!(s.bind("ns", "p", "node-1"), Err(StoreError::Conflict(_))));
+        assert!(matches!(s.bind("ns", "q", "node-1"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn main_resource_updates_keep_status() {
+        let mut s = Store::default();
+        let pods = &RESOURCES[0];
+        let p = s.create(pods, "ns", json!({"metadata": {"name": "p"}, "spec": {}}), "t").unwrap();
+        let mut changed = p.clone();
+        changed["status"]["phase"] = json!("Running");
+        let after = s.update(pods, "ns", "p", changed, false).unwrap();
+        assert_eq!(after["status"]["phase"], "Pending");
+    }
+}

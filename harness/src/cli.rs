@@ -1,0 +1,271 @@
+//! The command line: argument parsing and dispatch. Everything it calls lives in the library.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::backend::{BackendError, BackendKind};
+use crate::exit;
+use crate::report::{junit, terminal};
+use crate::run::{self, RunOptions, DEFAULT_SEED};
+use crate::scenario::{self, Diagnostic, LoadError};
+
+const EXAMPLES: &str = "\
+Examples:
+  kubechaos scenario api-restart                 play scenarios/api-restart.yaml on the sim
+  kubechaos scenario api-restart --seed 7        the same with another seed (same seed, same run)
+  kubechaos scenario ./my.yaml --events ev.jsonl --junit report.xml
+  kubechaos list                                 the shipped scenarios and what each proves
+  kubechaos validate scenarios/                  check files without running them
+  kubechaos schema > scenario.schema.json        for editors (yaml-language-server)
+
+Exit codes: 0 every invariant held, 1 an invariant was violated, 2 bad input
+(file, flag, target, a fault the backend cannot do), 3 the environment failed.";
+
+/// kubechaos: prove that a Kubernetes control plane heals.
+///
+/// Plays scenario files (partitions, API-server restarts, the loss of every scheduler) against a
+/// deterministic simulated cluster and judges whether leadership is re-acquired and the cluster
+/// becomes schedulable again.
+#[derive(Debug, Parser)]
+#[command(name = "kubechaos", version, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Play a scenario and judge its invariants.
+    #[command(after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml")]
+    Scenario(ScenarioArgs),
+    /// List the scenarios in ./scenarios (and the shipped ones).
+    List,
+    /// Check scenario files (or directories of them) without running anything.
+    #[command(after_help = "Every problem is reported as FILE:LINE:COL: what is wrong; what was expected.\nExit code 2 when any file has a problem.")]
+    Validate {
+        /// Files or directories.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// Print the JSON Schema of scenario files.
+    Schema,
+}
+
+#[derive(Debug, clap::Args)]
+struct ScenarioArgs {
+    /// A scenario name (found as scenarios/NAME.yaml) or a path to a file.
+    #[arg(value_name = "NAME|PATH")]
+    scenario: String,
+    /// Where to run it.
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: BackendKind,
+    /// Seed of the simulation: the same seed gives the same run, event for event.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// Write the observed timeline as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Write a JUnit XML report (one testcase per invariant).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Show every observed event, not only the notable ones.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Virtual milliseconds per simulation step (sim).
+    #[arg(long, default_value_t = 20, value_name = "MS", hide_short_help = true)]
+    tick_ms: u64,
+}
+
+/// Parse arguments, run, and return the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::BAD_INPUT } else { exit::HELD };
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .try_init();
+    match cli.command {
+        Command::Scenario(args) => scenario_cmd(&args),
+        Command::List => list_cmd(),
+        Command::Validate { paths } => validate_cmd(&paths),
+        Command::Schema => {
+            print!("{}", scenario::json_schema());
+            exit::HELD
+        }
+    }
+}
+
+fn print_load_error(e: &LoadError) -> i32 {
+    eprintln!("{e}");
+    if let LoadError::Invalid(d) = e {
+        if d.len() > 1 {
+            eprintln!("{} problems", d.len());
+        }
+    }
+    exit::BAD_INPUT
+}
+
+fn replay_command(args: &ScenarioArgs) -> String {
+    let prefix = if std::env::var_os("CARGO").is_some() { "cargo run --" } else { "kubechaos" };
+    let mut cmd = format!("{prefix} scenario {} --seed {}", args.scenario, args.seed);
+    if args.backend != BackendKind::Sim {
+        cmd.push_str(&format!(" --backend {}", args.backend.name()));
+    }
+    if args.tick_ms != 20 {
+        cmd.push_str(&format!(" --tick-ms {}", args.tick_ms));
+    }
+    cmd
+}
+
+fn write_file(path: &Path, content: &[u8], what: &str) -> Result<(), i32> {
+    std::fs::write(path, content).map_err(|e| {
+        eprintln!("kubechaos: cannot write the {what} to {}: {e}", path.display());
+        exit::ENVIRONMENT
+    })
+}
+
+fn scenario_cmd(args: &ScenarioArgs) -> i32 {
+    let loaded = scenario::resolve(&args.scenario).and_then(|p| scenario::load(&p));
+    let s = match loaded {
+        Ok(s) => s,
+        Err(e) => return print_load_error(&e),
+    };
+    if args.tick_ms == 0 || args.tick_ms > 1000 {
+        eprintln!("kubechaos: --tick-ms {} is out of range; expected 1 to 1000", args.tick_ms);
+        return exit::BAD_INPUT;
+    }
+    let opts = RunOptions { backend: args.backend, seed: args.seed, tick: Duration::from_millis(args.tick_ms) };
+    println!("kubechaos: scenario {} ({}) on {}, seed {}", s.name, s.source.path.display(), args.backend.name(), args.seed);
+    if let Some(first) = s.description.lines().next().filter(|l| !l.trim().is_empty()) {
+        println!("  {first}");
+    }
+    println!("  cluster: {}", terminal::cluster_line(&s));
+    println!("  duration: {}\n", scenario::duration::human(s.run_duration()));
+    let outcome = match run::run(&s, &opts) {
+        Ok(o) => o,
+        Err(BackendError::Unsupported { backend, problems }) => {
+            for (pos, message) in problems {
+                eprintln!("{}", Diagnostic { path: s.source.path.clone(), pos, message });
+            }
+            eprintln!("kubechaos: the {backend} backend cannot run this scenario");
+            return exit::BAD_INPUT;
+        }
+        Err(BackendError::Environment(e)) => {
+            eprintln!("kubechaos: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    print!("{}", terminal::timeline(&outcome, args.verbose));
+    println!("\nverdicts:");
+    print!("{}", terminal::verdicts(&outcome));
+    let held = outcome.verdicts.iter().filter(|v| v.held).count();
+    let violated = outcome.verdicts.len() - held;
+    println!(
+        "\n{held} held, {violated} violated ({} of {} time in {:.2}s)",
+        scenario::duration::human(outcome.plan.duration),
+        if args.backend == BackendKind::Sim { "virtual" } else { "real" },
+        outcome.wall.as_secs_f64()
+    );
+    if let Some(path) = &args.events {
+        let mut buf = Vec::new();
+        crate::events::write_jsonl(&outcome.events, &mut buf).expect("writing to memory");
+        if let Err(code) = write_file(path, &buf, "events") {
+            return code;
+        }
+        println!("events: {}", path.display());
+    }
+    if let Some(path) = &args.junit {
+        let xml = junit::render(&s, &outcome, args.backend.name(), args.seed, args.events.as_deref());
+        if let Err(code) = write_file(path, xml.as_bytes(), "JUnit report") {
+            return code;
+        }
+        println!("junit: {}", path.display());
+    }
+    if outcome.held() {
+        exit::HELD
+    } else {
+        println!("replay: {}", replay_command(args));
+        exit::VIOLATED
+    }
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn list_cmd() -> i32 {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut any = false;
+    for dir in scenario::search_dirs() {
+        for path in yaml_files(&dir) {
+            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
+            if !seen.insert(stem.clone()) {
+                continue;
+            }
+            any = true;
+            match scenario::load(&path) {
+                Ok(s) => {
+                    let summary = s.description.split_terminator(['\n']).next().unwrap_or("").trim().to_owned();
+                    println!("{:<28} {summary}", s.name);
+                }
+                Err(e) => {
+                    let first = e.to_string().lines().next().unwrap_or("").to_owned();
+                    println!("{stem:<28} (invalid: {first})");
+                }
+            }
+        }
+    }
+    if !any {
+        eprintln!("kubechaos: no scenarios found in ./scenarios");
+    }
+    std::io::stdout().flush().ok();
+    exit::HELD
+}
+
+fn validate_cmd(paths: &[PathBuf]) -> i32 {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let found = yaml_files(p);
+            if found.is_empty() {
+                eprintln!("{}: no .yaml files in this directory", p.display());
+                return exit::BAD_INPUT;
+            }
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut bad = 0;
+    for f in &files {
+        match scenario::load(f) {
+            Ok(s) => println!("ok  {} ({}: {} fault step{}, {} invariant{})", f.display(), s.name, s.faults.len(), if s.faults.len() == 1 { "" } else { "s" }, s.expect.len(), if s.expect.len() == 1 { "" } else { "s" }),
+            Err(e) => {
+                bad += 1;
+                eprintln!("{e}");
+            }
+        }
+    }
+    if bad > 0 {
+        eprintln!("{bad} of {} file{} invalid", files.len(), if files.len() == 1 { "" } else { "s" });
+        exit::BAD_INPUT
+    } else {
+        exit::HELD
+    }
+}

@@ -1,0 +1,231 @@
+//! The observed timeline. Every backend records the same event types; invariants and reports
+//! read only this. `--events FILE` writes it as JSON lines, one event per line.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+/// One thing that happened, `t_ms` milliseconds after the run started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Milliseconds since the start of the run (virtual on the sim, real elsewhere).
+    pub t_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum EventKind {
+    /// The run began.
+    RunStarted {
+        /// Scenario name.
+        scenario: String,
+        /// `sim`, `local` or `kube`.
+        backend: String,
+        /// The seed (sim).
+        seed: u64,
+        /// kubechaos version.
+        version: String,
+        /// Planned length of the run.
+        duration_ms: u64,
+    },
+    /// A fault step (or the undoing of one, after its `for:`) was applied.
+    FaultApplied {
+        /// Index of the step in `faults:`.
+        step: usize,
+        /// The step's `id:`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The step as written (or what undoes it).
+        action: String,
+        /// This undoes the step after its `for:`.
+        undo: bool,
+        /// What it resolved to: the processes or links it touched.
+        detail: String,
+    },
+    /// A process (component replica, agent replica, node, api-server, etcd) started.
+    ProcessStarted {
+        /// Process name, e.g. `kube-scheduler-1`.
+        process: String,
+        /// How many times it has started, from 1.
+        incarnation: u32,
+    },
+    /// A process ended.
+    ProcessExited {
+        /// Process name.
+        process: String,
+        /// Why: `killed`, `removed`, `stopped`, `crashed`, `exited: ...`.
+        reason: String,
+    },
+    /// The observer saw a Lease change (new holder, renewal, or transition).
+    LeaseObserved {
+        /// `NAMESPACE/NAME`.
+        lease: String,
+        /// `holderIdentity`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        holder: Option<String>,
+        /// `renewTime`, as milliseconds since the start of the run (negative values clamp to 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        renew_ms: Option<u64>,
+        /// `leaseTransitions`.
+        transitions: u32,
+    },
+    /// A candidate reports that it believes it leads and acts as leader.
+    LeadingStarted {
+        /// `NAMESPACE/NAME`.
+        lease: String,
+        /// Its identity (`process_incarnation`).
+        identity: String,
+    },
+    /// A candidate reports that it stopped acting as leader.
+    LeadingStopped {
+        /// `NAMESPACE/NAME`.
+        lease: String,
+        /// Its identity.
+        identity: String,
+        /// Why.
+        reason: String,
+    },
+    /// The harness created a probe pod for an invariant.
+    ProbeCreated {
+        /// Index of the invariant in `expect:`.
+        invariant: usize,
+        /// `NAMESPACE/NAME`.
+        pod: String,
+    },
+    /// The observer saw a pod bound to a node.
+    PodBound {
+        /// `NAMESPACE/NAME`.
+        pod: String,
+        /// The node.
+        node: String,
+    },
+    /// The observer saw a node's Ready condition or schedulability change.
+    NodeObserved {
+        /// Node name.
+        node: String,
+        /// Ready condition is True.
+        ready: bool,
+        /// The node carries a NoSchedule/NoExecute taint.
+        tainted: bool,
+    },
+    /// The observer saw a Deployment's availability change.
+    DeploymentObserved {
+        /// `NAMESPACE/NAME`.
+        deployment: String,
+        /// `status.availableReplicas`.
+        available: u32,
+        /// `spec.replicas`.
+        desired: u32,
+    },
+    /// Something a process said about itself that explains its behaviour.
+    ProcessNote {
+        /// Process name.
+        process: String,
+        /// The note.
+        message: String,
+    },
+    /// The run ended.
+    RunEnded {},
+}
+
+/// Collects events from every part of a run. Cheap to clone; shared by the hosts of a
+/// simulation or the tasks of a real run.
+#[derive(Clone)]
+pub struct Recorder {
+    events: Arc<Mutex<Vec<Event>>>,
+    clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl Recorder {
+    /// A recorder that stamps events with `clock()` (milliseconds since the run started).
+    pub fn new(clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        Recorder { events: Arc::default(), clock: Arc::new(clock) }
+    }
+
+    /// Record an event now.
+    pub fn record(&self, kind: EventKind) {
+        let t = (self.clock)();
+        self.record_at(t, kind);
+    }
+
+    /// Record an event at a given time.
+    pub fn record_at(&self, t_ms: u64, kind: EventKind) {
+        self.events.lock().expect("recorder lock").push(Event { t_ms, kind });
+    }
+
+    /// Milliseconds since the start of the run.
+    pub fn now_ms(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// Every event so far, in time order (stable for events at the same time).
+    pub fn snapshot(&self) -> Vec<Event> {
+        let mut events = self.events.lock().expect("recorder lock").clone();
+        events.sort_by_key(|e| e.t_ms);
+        events
+    }
+}
+
+/// Write events as JSON lines.
+pub fn write_jsonl(events: &[Event], out: &mut dyn Write) -> std::io::Result<()> {
+    for e in events {
+        serde_json::to_writer(&mut *out, e)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Read events written by [`write_jsonl`].
+pub fn read_jsonl(text: &str) -> Result<Vec<Event>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+/// The process part of a lease holder identity: `kube-scheduler-0_3` -> `kube-scheduler-0`.
+/// Identities follow upstream's `hostname_uuid` shape, with the incarnation in place of the uuid.
+pub fn identity_process(identity: &str) -> &str {
+    identity.rsplit_once('_').map(|(p, _)| p).unwrap_or(identity)
+}
+
+/// Format milliseconds as a run offset: `2m20.0s`, `12.4s`.
+pub fn fmt_ms(ms: u64) -> String {
+    let s = ms as f64 / 1000.0;
+    if ms >= 60_000 {
+        format!("{}m{:04.1}s", ms / 60_000, (ms % 60_000) as f64 / 1000.0)
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_round_trips() {
+        let events = vec![
+            Event { t_ms: 0, kind: EventKind::RunStarted { scenario: "x".into(), backend: "sim".into(), seed: 1, version: "0".into(), duration_ms: 5 } },
+            Event { t_ms: 7, kind: EventKind::LeaseObserved { lease: "a/b".into(), holder: Some("p_1".into()), renew_ms: Some(6), transitions: 0 } },
+            Event { t_ms: 9, kind: EventKind::RunEnded {} },
+        ];
+        let mut out = Vec::new();
+        write_jsonl(&events, &mut out).unwrap();
+        assert_eq!(read_jsonl(std::str::from_utf8(&out).unwrap()).unwrap(), events);
+    }
+
+    #[test]
+    fn identity_maps_to_process() {
+        assert_eq!(identity_process("kube-scheduler-0_3"), "kube-scheduler-0");
+        assert_eq!(identity_process("plain"), "plain");
+        assert_eq!(fmt_ms(140_000), "2m20.0s");
+        assert_eq!(fmt_ms(12_400), "12.4s");
+    }
+}

@@ -1,0 +1,21 @@
+//! kubechaos: plays fault scenarios against Kubernetes control planes and judges whether
+//! leadership is re-acquired and the cluster becomes schedulable again.
+//!
+//! The run path, one module each:
+//! [`scenario`] (model, parse, validate) -> [`plan`] -> [`backend`] (sim; local and kube later)
+//! -> [`events`] (the observed timeline) -> [`invariants`] -> [`report`]. [`cli`] wires them up.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod backend;
+pub mod cli;
+pub mod clock;
+pub mod elector;
+pub mod events;
+pub mod exit;
+pub mod invariants;
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod selector;

@@ -1,0 +1,66 @@
+//! One run, end to end: scenario -> plan -> backend -> events -> invariants.
+
+use std::time::{Duration, Instant};
+
+use crate::backend::{self, BackendError, BackendKind};
+use crate::events::Event;
+use crate::invariants::{judge, Verdict};
+use crate::plan::Plan;
+use crate::scenario::Scenario;
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Which world.
+    pub backend: BackendKind,
+    /// Seed (sim).
+    pub seed: u64,
+    /// Virtual time per simulation step (sim).
+    pub tick: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { backend: BackendKind::Sim, seed: DEFAULT_SEED, tick: backend::sim::SimOptions::default().tick }
+    }
+}
+
+/// The seed used when none is given.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The plan that was played.
+    pub plan: Plan,
+    /// The recorded timeline.
+    pub events: Vec<Event>,
+    /// One verdict per invariant, in file order.
+    pub verdicts: Vec<Verdict>,
+    /// Wall time the backend took.
+    pub wall: Duration,
+}
+
+impl Outcome {
+    /// Whether every invariant held.
+    pub fn held(&self) -> bool {
+        self.verdicts.iter().all(|v| v.held)
+    }
+}
+
+/// Play a validated scenario.
+pub fn run(s: &Scenario, opts: &RunOptions) -> Result<Outcome, BackendError> {
+    let problems = backend::check(opts.backend, s);
+    if !problems.is_empty() {
+        return Err(BackendError::Unsupported { backend: opts.backend.name(), problems });
+    }
+    let plan = Plan::new(s);
+    let started = Instant::now();
+    let events = match opts.backend {
+        BackendKind::Sim => backend::sim::run(s, &plan, &backend::sim::SimOptions { seed: opts.seed, tick: opts.tick })?,
+        BackendKind::Local | BackendKind::Kube => unreachable!("rejected by backend::check"),
+    };
+    let wall = started.elapsed();
+    let verdicts = judge(s, &events);
+    Ok(Outcome { plan, events, verdicts, wall })
+}

@@ -1,0 +1,618 @@
+//! The scenario model: what a scenario file says, typed. Version 1 of the contract in
+//! `shared/design/scenario-format.md`.
+//!
+//! These types are also the source of the JSON Schema that `kubechaos schema` prints (schemars),
+//! so the schema and the model cannot drift apart. Positions are kept beside values so that
+//! validation can say where a problem stands.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+
+use super::yaml::Pos;
+
+/// A scenario file, decoded.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(
+    title = "kubechaos scenario",
+    description = "A kubechaos scenario file, version 1: the cluster it needs, the faults it plays and the invariants it judges.",
+    deny_unknown_fields
+)]
+pub struct Scenario {
+    /// Unique name; `kubechaos scenario NAME` finds `scenarios/NAME.yaml`.
+    #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"))]
+    pub name: String,
+    /// What the scenario does and what it proves.
+    #[schemars(default)]
+    pub description: String,
+    /// What the scenario needs: sim and local build it, kube checks it.
+    #[schemars(default)]
+    pub cluster: Cluster,
+    /// The timeline of faults; `at` is an offset from the start of the run.
+    #[schemars(default)]
+    pub faults: Vec<Step>,
+    /// Invariants, judged on what was observed.
+    #[schemars(default)]
+    pub expect: Vec<Located<Invariant>>,
+    /// How long the run lasts. Default: end of the last fault + the longest `within`/`for` + 30s.
+    #[schemars(with = "Option<DurationText>")]
+    pub duration: Option<Duration>,
+    /// Where the file came from (not part of the file).
+    #[schemars(skip)]
+    pub source: Source,
+}
+
+/// Where a scenario came from, for error messages.
+#[derive(Clone, Debug, Default)]
+pub struct Source {
+    /// The file path as the user named it (or as found).
+    pub path: PathBuf,
+    /// Position of `duration:`, if given.
+    pub duration_pos: Pos,
+    /// Position of `name:`.
+    pub name_pos: Pos,
+}
+
+/// A Go/Kubernetes-style duration: `500ms`, `20s`, `2m`, `1m30s`, `1h`.
+#[derive(JsonSchema)]
+#[schemars(transparent)]
+#[allow(dead_code)]
+pub struct DurationText(
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))] String,
+);
+
+/// The cluster a scenario needs.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Cluster {
+    /// Fake nodes `node-0` … `node-(N-1)` that heartbeat (sim, local); on kube, at least this many Ready.
+    #[schemars(default = "default_nodes", range(max = 100))]
+    pub nodes: u32,
+    /// Leader-elected control-plane components, by their upstream name.
+    #[schemars(default)]
+    pub components: BTreeMap<Component, ComponentSpec>,
+    /// The components run as Deployments in kube-system, run by the node agent.
+    #[schemars(default)]
+    pub self_hosted: bool,
+    /// Leader-elected workloads.
+    #[schemars(default)]
+    pub agents: Vec<AgentSpec>,
+}
+
+fn default_nodes() -> u32 {
+    3
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster { nodes: default_nodes(), components: BTreeMap::new(), self_hosted: false, agents: Vec::new() }
+    }
+}
+
+/// A leader-elected control-plane component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[schemars(rename_all = "kebab-case")]
+pub enum Component {
+    /// kube-scheduler: binds pending pods to nodes.
+    KubeScheduler,
+    /// kube-controller-manager: Deployments to ReplicaSets to pods, node lifecycle.
+    KubeControllerManager,
+}
+
+impl Component {
+    /// Every component, in a stable order.
+    pub const ALL: [Component; 2] = [Component::KubeScheduler, Component::KubeControllerManager];
+
+    /// The upstream name, as in the scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::KubeScheduler => "kube-scheduler",
+            Component::KubeControllerManager => "kube-controller-manager",
+        }
+    }
+
+    /// Parse an upstream name.
+    pub fn from_name(name: &str) -> Option<Component> {
+        Component::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The Lease the component's replicas compete for (upstream defaults).
+    pub fn lease(self) -> LeaseRef {
+        LeaseRef { namespace: "kube-system".into(), name: self.name().into() }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How many replicas of a component.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ComponentSpec {
+    /// Number of replicas, each a candidate for the component's Lease.
+    #[schemars(range(min = 1, max = 16))]
+    pub replicas: u32,
+}
+
+/// A group of leader-elected workload replicas.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Group name; targets are `agent/NAME`, `agent/NAME/1`, `agent/NAME/leader`.
+    #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"))]
+    pub name: String,
+    /// Number of replicas, each a candidate for the lease.
+    #[schemars(range(min = 1, max = 16))]
+    pub replicas: u32,
+    /// The Lease the replicas compete for, `NAMESPACE/NAME`.
+    #[schemars(with = "LeaseText")]
+    pub lease: LeaseRef,
+    /// The reference agent's behaviour when it loses the lease (default `correct`).
+    pub mode: Option<AgentMode>,
+    /// Your own program instead of the reference agent (local and kube backends).
+    pub command: Option<Vec<String>>,
+    /// Where the entry stands in the file.
+    #[schemars(skip)]
+    pub pos: Pos,
+}
+
+/// `NAMESPACE/NAME` of a Lease.
+#[derive(JsonSchema)]
+#[schemars(transparent)]
+#[allow(dead_code)]
+pub struct LeaseText(#[schemars(regex(pattern = r"^[a-z0-9-]+/[a-z0-9.-]+$"))] String);
+
+/// The reference agent's behaviour when it loses its lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(rename_all = "kebab-case")]
+pub enum AgentMode {
+    /// Cancels its modules, waits for them, and becomes a candidate again, for as long as it runs.
+    Correct,
+    /// The elector returns after a failed renew and nothing starts it again (the seed's outcome).
+    GiveUp,
+    /// Stopping blocks forever on a module, so it never returns to the election (the seed's bug 1).
+    StuckOnStop,
+}
+
+impl AgentMode {
+    /// Name as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentMode::Correct => "correct",
+            AgentMode::GiveUp => "give-up",
+            AgentMode::StuckOnStop => "stuck-on-stop",
+        }
+    }
+}
+
+/// A Lease, by namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl fmt::Display for LeaseRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What a fault hits.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    /// The API server (every replica).
+    ApiServer,
+    /// The datastore behind it.
+    Etcd,
+    /// A component's replicas.
+    Component(Component, Selector),
+    /// An agent group's replicas.
+    Agent(String, Selector),
+    /// A node by name.
+    Node(String),
+}
+
+/// Which replicas of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Selector {
+    /// Every replica.
+    All,
+    /// Replica N (from 0).
+    Index(u32),
+    /// The replica that holds the group's Lease when the fault starts.
+    Leader,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sel = |f: &mut fmt::Formatter<'_>, s: &Selector| match s {
+            Selector::All => Ok(()),
+            Selector::Index(i) => write!(f, "/{i}"),
+            Selector::Leader => write!(f, "/leader"),
+        };
+        match self {
+            Target::ApiServer => f.write_str("api-server"),
+            Target::Etcd => f.write_str("etcd"),
+            Target::Component(c, s) => {
+                f.write_str(c.name())?;
+                sel(f, s)
+            }
+            Target::Agent(name, s) => {
+                write!(f, "agent/{name}")?;
+                sel(f, s)
+            }
+            Target::Node(name) => write!(f, "node/{name}"),
+        }
+    }
+}
+
+/// A target as written: `api-server`, `etcd`, `kube-scheduler`, `kube-scheduler/1`,
+/// `kube-scheduler/leader`, `agent/NAME[/N|/leader]`, `node/NAME`.
+#[derive(JsonSchema)]
+#[schemars(transparent)]
+#[allow(dead_code)]
+pub struct TargetText(
+    #[schemars(regex(
+        pattern = r"^(api-server|etcd|(kube-scheduler|kube-controller-manager)(/([0-9]+|leader))?|agent/[a-z0-9-]+(/([0-9]+|leader))?|node/[A-Za-z0-9.-]+)$"
+    ))]
+    String,
+);
+
+/// A value with the position it was written at.
+#[derive(Clone, Debug)]
+pub struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// Where it was written.
+    pub pos: Pos,
+}
+
+/// One step of the timeline.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Step {
+    /// Offset from the start of the run.
+    #[schemars(with = "DurationText")]
+    pub at: Duration,
+    /// A name that invariants can anchor to with `after:`.
+    pub id: Option<String>,
+    /// Undo the fault after this long (stop -> start, partition -> heal, remove -> start).
+    #[schemars(rename = "for", with = "Option<DurationText>")]
+    pub for_: Option<Duration>,
+    /// What the step does.
+    #[schemars(flatten)]
+    pub action: Action,
+    /// Where the step starts in the file.
+    #[schemars(skip)]
+    pub pos: Pos,
+    /// Positions of the step's targets, in the order [`Action::targets`] lists them.
+    #[schemars(skip)]
+    pub target_pos: Vec<Pos>,
+}
+
+impl Step {
+    /// When the step's effect ends: `at + for`, or `at` for steps without `for`.
+    pub fn end(&self) -> Duration {
+        self.at + self.for_.unwrap_or_default()
+    }
+}
+
+/// What a step does. Exactly one per step.
+#[derive(Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(rename_all = "kebab-case")]
+pub enum Action {
+    /// The API server: `stop` (graceful), `start`, `restart`, `crash` (no graceful shutdown).
+    ApiServer(ProcessOp),
+    /// The datastore behind the API server, with the same operations.
+    Etcd(ProcessOp),
+    /// No traffic between two targets: `[A, B]` both ways, or `{from: A, to: B}` one way.
+    Partition(#[schemars(with = "PartitionText")] Partition),
+    /// End every partition: `heal: all`.
+    Heal(#[schemars(with = "HealText")] Heal),
+    /// The process dies; its supervisor restarts it with back-off.
+    Kill(#[schemars(with = "TargetText")] Target),
+    /// The process is gone for good until `start`.
+    Remove(#[schemars(with = "TargetText")] Target),
+    /// Bring back what `remove` took away.
+    Start(#[schemars(with = "TargetText")] Target),
+    /// Delete matching pods through the API.
+    DeletePods(DeletePods),
+    /// Disaster recovery: a pod made from the workload's template, pre-bound to a node.
+    Recover(Recover),
+    /// POST a Binding for a pending pod.
+    Bind(Bind),
+}
+
+/// What happens to a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(rename_all = "kebab-case")]
+pub enum ProcessOp {
+    /// Graceful stop.
+    Stop,
+    /// Start.
+    Start,
+    /// Stop, then start.
+    Restart,
+    /// Kill without a graceful shutdown.
+    Crash,
+}
+
+impl ProcessOp {
+    /// As written.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessOp::Stop => "stop",
+            ProcessOp::Start => "start",
+            ProcessOp::Restart => "restart",
+            ProcessOp::Crash => "crash",
+        }
+    }
+}
+
+/// A partition between two targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// One side (the sender, when one-way).
+    pub a: Target,
+    /// The other side (the receiver, when one-way).
+    pub b: Target,
+    /// Only traffic from `a` to `b` is dropped.
+    pub oneway: bool,
+}
+
+/// `[A, B]` or `{from: A, to: B}`.
+#[derive(JsonSchema)]
+#[schemars(untagged)]
+#[allow(dead_code)]
+pub enum PartitionText {
+    /// Both ways.
+    Both(#[schemars(length(equal = 2))] Vec<TargetText>),
+    /// One way.
+    OneWay {
+        /// Sender whose packets vanish.
+        from: TargetText,
+        /// Receiver that no longer hears `from`.
+        to: TargetText,
+    },
+}
+
+/// `heal: all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heal;
+
+/// The only value of `heal:`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+#[schemars(rename_all = "kebab-case")]
+pub enum HealText {
+    /// Every partition.
+    All,
+}
+
+/// `delete-pods: {namespace, selector}`.
+#[derive(Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct DeletePods {
+    /// Namespace of the pods.
+    pub namespace: String,
+    /// Label selector, `key=value[,key=value]`.
+    pub selector: String,
+}
+
+/// `recover: {pod-from: NS/KIND/NAME, node: NODE, cleanup: true}`.
+#[derive(Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Recover {
+    /// The workload whose pod template is used, `NAMESPACE/KIND/NAME`.
+    pub pod_from: String,
+    /// The node the pod is pre-bound to.
+    pub node: String,
+    /// Delete the recovery pod once the workload is available again.
+    #[schemars(default)]
+    pub cleanup: bool,
+}
+
+/// `bind: {pod: NS/NAME, node: NODE}`.
+#[derive(Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Bind {
+    /// The pending pod, `NAMESPACE/NAME`.
+    pub pod: String,
+    /// The node to bind it to.
+    pub node: String,
+}
+
+impl Action {
+    /// The step's key as written in the file.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Action::ApiServer(_) => "api-server",
+            Action::Etcd(_) => "etcd",
+            Action::Partition(_) => "partition",
+            Action::Heal(_) => "heal",
+            Action::Kill(_) => "kill",
+            Action::Remove(_) => "remove",
+            Action::Start(_) => "start",
+            Action::DeletePods(_) => "delete-pods",
+            Action::Recover(_) => "recover",
+            Action::Bind(_) => "bind",
+        }
+    }
+
+    /// The targets the action names.
+    pub fn targets(&self) -> Vec<&Target> {
+        match self {
+            Action::Partition(p) => vec![&p.a, &p.b],
+            Action::Kill(t) | Action::Remove(t) | Action::Start(t) => vec![t],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::ApiServer(op) => write!(f, "api-server: {}", op.name()),
+            Action::Etcd(op) => write!(f, "etcd: {}", op.name()),
+            Action::Partition(p) if p.oneway => write!(f, "partition: {{from: {}, to: {}}}", p.a, p.b),
+            Action::Partition(p) => write!(f, "partition: [{}, {}]", p.a, p.b),
+            Action::Heal(_) => f.write_str("heal: all"),
+            Action::Kill(t) => write!(f, "kill: {t}"),
+            Action::Remove(t) => write!(f, "remove: {t}"),
+            Action::Start(t) => write!(f, "start: {t}"),
+            Action::DeletePods(d) => {
+                write!(f, "delete-pods: {{namespace: {}, selector: {}}}", d.namespace, d.selector)
+            }
+            Action::Recover(r) => write!(
+                f,
+                "recover: {{pod-from: {}, node: {}, cleanup: {}}}",
+                r.pod_from, r.node, r.cleanup
+            ),
+            Action::Bind(b) => write!(f, "bind: {{pod: {}, node: {}}}", b.pod, b.node),
+        }
+    }
+}
+
+/// An invariant, judged on the recorded timeline after the run.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "kebab-case")]
+pub enum Invariant {
+    /// Within D of the anchor, a live candidate holds the Lease and renews it.
+    LeaderReacquired(LeaderReacquired),
+    /// A probe pod created at the anchor is bound to a node within D.
+    Schedulable(Schedulable),
+    /// A probe pod created at the anchor stays unbound for at least D.
+    Unschedulable(Unschedulable),
+    /// Never two candidates acting as leader at once, over the whole run.
+    SingleLeader(SingleLeader),
+    /// The Deployment reports all replicas available within D.
+    Available(Available),
+}
+
+/// `leader-reacquired: {lease, within, after}`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LeaderReacquired {
+    /// `NAMESPACE/NAME` of the Lease.
+    #[schemars(with = "LeaseText")]
+    pub lease: LeaseRef,
+    /// Deadline after the anchor.
+    #[schemars(with = "DurationText")]
+    pub within: Duration,
+    /// Anchor to this step's `id` instead of the end of the last fault.
+    pub after: Option<String>,
+}
+
+/// `schedulable: {within, after}`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Schedulable {
+    /// Deadline after the anchor.
+    #[schemars(with = "DurationText")]
+    pub within: Duration,
+    /// Anchor to this step's `id` instead of the end of the last fault.
+    pub after: Option<String>,
+}
+
+/// `unschedulable: {for, after}`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Unschedulable {
+    /// How long the probe pod must stay unbound.
+    #[schemars(rename = "for", with = "DurationText")]
+    pub for_: Duration,
+    /// Anchor to this step's `id` instead of the end of the last fault.
+    pub after: Option<String>,
+}
+
+/// `single-leader: {lease}`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SingleLeader {
+    /// `NAMESPACE/NAME` of the Lease.
+    #[schemars(with = "LeaseText")]
+    pub lease: LeaseRef,
+}
+
+/// `available: {deployment, within, after}`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Available {
+    /// `NAMESPACE/NAME` of the Deployment.
+    pub deployment: String,
+    /// Deadline after the anchor.
+    #[schemars(with = "DurationText")]
+    pub within: Duration,
+    /// Anchor to this step's `id` instead of the end of the last fault.
+    pub after: Option<String>,
+}
+
+impl<T: JsonSchema> JsonSchema for Located<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+impl Invariant {
+    /// The key as written.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Invariant::LeaderReacquired(_) => "leader-reacquired",
+            Invariant::Schedulable(_) => "schedulable",
+            Invariant::Unschedulable(_) => "unschedulable",
+            Invariant::SingleLeader(_) => "single-leader",
+            Invariant::Available(_) => "available",
+        }
+    }
+
+    /// The `after:` step id, if any.
+    pub fn after(&self) -> Option<&str> {
+        match self {
+            Invariant::LeaderReacquired(i) => i.after.as_deref(),
+            Invariant::Schedulable(i) => i.after.as_deref(),
+            Invariant::Unschedulable(i) => i.after.as_deref(),
+            Invariant::SingleLeader(_) => None,
+            Invariant::Available(i) => i.after.as_deref(),
+        }
+    }
+
+    /// How long after its anchor the invariant needs to be watched.
+    pub fn window(&self) -> Duration {
+        match self {
+            Invariant::LeaderReacquired(i) => i.within,
+            Invariant::Schedulable(i) => i.within,
+            Invariant::Unschedulable(i) => i.for_,
+            Invariant::SingleLeader(_) => Duration::ZERO,
+            Invariant::Available(i) => i.within,
+        }
+    }
+
+    /// A one-line label: `leader-reacquired kube-system/kube-scheduler`.
+    pub fn label(&self) -> String {
+        match self {
+            Invariant::LeaderReacquired(i) => format!("leader-reacquired {}", i.lease),
+            Invariant::Schedulable(_) => "schedulable".into(),
+            Invariant::Unschedulable(_) => "unschedulable".into(),
+            Invariant::SingleLeader(i) => format!("single-leader {}", i.lease),
+            Invariant::Available(i) => format!("available {}", i.deployment),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Checks that need the whole scenario: targets the cluster has, leases someone holds, anchors
+//! that exist, faults inside the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::decode::Problem;
+use super::duration::human;
+use super::model::*;
+
+/// Margin added after the last deadline when `duration:` is not given.
+pub const DEFAULT_MARGIN: Duration = Duration::from_secs(30);
+
+impl Scenario {
+    /// The moment the last fault ends (everything started again and healed), as planned.
+    pub fn last_fault_end(&self) -> Duration {
+        self.faults.iter().map(Step::end).max().unwrap_or_default()
+    }
+
+    /// The planned anchor of an invariant: its `after:` step's time, or the end of the last fault.
+    pub fn planned_anchor(&self, inv: &Invariant) -> Duration {
+        match inv.after() {
+            Some(id) => self
+                .faults
+                .iter()
+                .find(|s| s.id.as_deref() == Some(id))
+                .map(|s| s.at)
+                .unwrap_or_default(),
+            None => self.last_fault_end(),
+        }
+    }
+
+    /// How long the run lasts: `duration:`, or the last fault's end + the longest window + margin.
+    pub fn run_duration(&self) -> Duration {
+        self.duration.unwrap_or_else(|| {
+            let last_deadline = self
+                .expect
+                .iter()
+                .map(|i| self.planned_anchor(&i.value) + i.value.window())
+                .max()
+                .unwrap_or_default();
+            last_deadline.max(self.last_fault_end()) + DEFAULT_MARGIN
+        })
+    }
+
+    /// Every Lease some candidate competes for, with the candidates' group name.
+    pub fn leases(&self) -> BTreeMap<LeaseRef, String> {
+        let mut out = BTreeMap::new();
+        for c in self.cluster.components.keys() {
+            out.insert(c.lease(), c.name().to_owned());
+        }
+        for a in &self.cluster.agents {
+            out.insert(a.lease.clone(), format!("agent/{}", a.name));
+        }
+        out
+    }
+
+    /// Replica count of the group a target names, if the cluster has it.
+    pub fn group_replicas(&self, target: &Target) -> Option<u32> {
+        match target {
+            Target::Component(c, _) => self.cluster.components.get(c).map(|s| s.replicas),
+            Target::Agent(name, _) => self.cluster.agents.iter().find(|a| &a.name == name).map(|a| a.replicas),
+            _ => None,
+        }
+    }
+}
+
+/// Check a decoded scenario. Every problem is returned, with its position.
+pub fn validate(s: &Scenario) -> Vec<Problem> {
+    let mut problems = Vec::new();
+
+    // Agents: unique names, unique leases, none on a component's lease.
+    let mut names = BTreeSet::new();
+    let mut leases: BTreeMap<LeaseRef, String> =
+        s.cluster.components.keys().map(|c| (c.lease(), c.name().to_owned())).collect();
+    for a in &s.cluster.agents {
+        if RESERVED_GROUPS.contains(&a.name.as_str()) {
+            problems.push((a.pos, format!("agent group name `{}` is reserved; expected a name other than {}", a.name, RESERVED_GROUPS.join(", "))));
+        }
+        if !names.insert(a.name.clone()) {
+            problems.push((a.pos, format!("agent group `{}` is defined twice; expected unique names", a.name)));
+        }
+        if let Some(owner) = leases.insert(a.lease.clone(), format!("agent/{}", a.name)) {
+            problems.push((a.pos, format!("lease `{}` of agent `{}` is already used by {owner}; expected one lease per group", a.lease, a.name)));
+        }
+    }
+
+    // Steps: ids, targets, `for`.
+    let mut ids = BTreeSet::new();
+    for step in &s.faults {
+        if let Some(id) = &step.id {
+            if !ids.insert(id.clone()) {
+                problems.push((step.pos, format!("step id `{id}` is used twice; expected unique ids")));
+            }
+        }
+        for (i, target) in step.action.targets().into_iter().enumerate() {
+            let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
+            if let Some(p) = check_target(s, target) {
+                problems.push((pos, p));
+            }
+        }
+        if let Action::Partition(p) = &step.action {
+            if p.a == p.b {
+                problems.push((step.pos, format!("`partition` cuts `{}` off from itself; expected two different targets", p.a)));
+            }
+        }
+        if step.for_.is_some() && !undoable(&step.action) {
+            problems.push((step.pos, format!(
+                "`for` cannot undo `{}`; expected `for` only on api-server/etcd stop or crash, partition and remove",
+                step.action
+            )));
+        }
+    }
+
+    // Invariants: leases someone holds, anchors that exist.
+    let held = s.leases();
+    for inv in &s.expect {
+        let lease = match &inv.value {
+            Invariant::LeaderReacquired(i) => Some(&i.lease),
+            Invariant::SingleLeader(i) => Some(&i.lease),
+            _ => None,
+        };
+        if let Some(lease) = lease {
+            if !held.contains_key(lease) {
+                let known = if held.is_empty() {
+                    "no component or agent holds any lease in this cluster".to_owned()
+                } else {
+                    format!("leases held here: {}", held.keys().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", "))
+                };
+                problems.push((inv.pos, format!("`{}` judges lease `{lease}`, which no component or agent holds; {known}", inv.value.key())));
+            }
+        }
+        if let Some(after) = inv.value.after() {
+            if !ids.contains(after) {
+                let known = if ids.is_empty() { "no step has an `id`".to_owned() } else { format!("step ids: {}", ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")) };
+                problems.push((inv.pos, format!("`after: {after}` names no step; expected the `id` of a fault step ({known})")));
+            }
+        }
+    }
+
+    // Everything inside the run.
+    if let Some(d) = s.duration {
+        let pos = s.source.duration_pos;
+        for step in &s.faults {
+            if step.end() > d {
+                let what = if step.for_.is_some() { format!("ends at {}", human(step.end())) } else { format!("is at {}", human(step.at)) };
+                problems.push((step.pos, format!("fault `{}` {what}, past the run's end at {} (`duration` at line {}); expected faults inside the run, or a longer `duration`", step.action, human(d), pos.line)));
+            }
+        }
+        for inv in &s.expect {
+            let deadline = s.planned_anchor(&inv.value) + inv.value.window();
+            if deadline > d {
+                problems.push((inv.pos, format!("`{}` needs watching until {}, past the run's end at {}; expected a longer `duration` or a shorter window", inv.value.label(), human(deadline), human(d))));
+            }
+        }
+    }
+    problems.sort_by_key(|(pos, _)| *pos);
+    problems
+}
+
+/// Whether `for:` can undo this action.
+pub fn undoable(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash)
+            | Action::Etcd(ProcessOp::Stop | ProcessOp::Crash)
+            | Action::Partition(_)
+            | Action::Remove(_)
+    )
+}
+
+fn check_target(s: &Scenario, target: &Target) -> Option<String> {
+    match target {
+        Target::ApiServer | Target::Etcd | Target::Node(_) => None,
+        Target::Component(c, sel) => match s.cluster.components.get(c) {
+            None => Some(format!("target `{target}`: the cluster runs no {c}; expected a component listed under `cluster.components`")),
+            Some(spec) => check_index(target, *sel, spec.replicas),
+        },
+        Target::Agent(name, sel) => match s.cluster.agents.iter().find(|a| &a.name == name) {
+            None => {
+                let known: Vec<String> = s.cluster.agents.iter().map(|a| format!("`agent/{}`", a.name)).collect();
+                Some(format!("target `{target}`: no agent group `{name}`; expected one of {}", if known.is_empty() { "(none defined under `cluster.agents`)".into() } else { known.join(", ") }))
+            }
+            Some(a) => check_index(target, *sel, a.replicas),
+        },
+    }
+}
+
+fn check_index(target: &Target, sel: Selector, replicas: u32) -> Option<String> {
+    match sel {
+        Selector::Index(i) if i >= replicas => Some(format!(
+            "target `{target}`: replica {i} does not exist; expected 0 to {} (replicas count from 0)",
+            replicas - 1
+        )),
+        _ => None,
+    }
+}
+
+impl Scenario {
+    /// Process names of the candidates for a Lease: `kube-scheduler-0`, `agent-1`, …
+    pub fn candidates(&self, lease: &LeaseRef) -> Vec<String> {
+        let mut out = Vec::new();
+        for (c, spec) in &self.cluster.components {
+            if &c.lease() == lease {
+                out.extend((0..spec.replicas).map(|i| process_name(c.name(), i)));
+            }
+        }
+        for a in &self.cluster.agents {
+            if &a.lease == lease {
+                out.extend((0..a.replicas).map(|i| process_name(&a.name, i)));
+            }
+        }
+        out
+    }
+}
+
+/// The process name of replica `i` of a group: `kube-scheduler-1`, `agent-0`, `node-2`.
+pub fn process_name(group: &str, i: u32) -> String {
+    format!("{group}-{i}")
+}
+
+/// Group names that agents may not take, because process names would collide.
+pub const RESERVED_GROUPS: &[&str] = &["kube-scheduler", "kube-controller-manager", "node", "api-server", "etcd", "kubechaos"];
