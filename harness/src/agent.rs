@@ -53,7 +53,9 @@ pub async fn run(p: AgentParams) {
                 (p.note)("lost the lease; modules stopped; becoming a candidate again");
             }
             AgentMode::GiveUp => {
-                (p.note)("lost the lease; the elector returned and nothing starts it again (give-up)");
+                (p.note)(
+                    "lost the lease; the elector returned and nothing starts it again (give-up)",
+                );
                 std::future::pending::<()>().await;
             }
             AgentMode::StuckOnStop => {

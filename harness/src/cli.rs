@@ -39,12 +39,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Play a scenario and judge its invariants.
-    #[command(after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml")]
+    #[command(
+        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml"
+    )]
     Scenario(ScenarioArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).
     List,
     /// Check scenario files (or directories of them) without running anything.
-    #[command(after_help = "Every problem is reported as FILE:LINE:COL: what is wrong; what was expected.\nExit code 2 when any file has a problem.")]
+    #[command(
+        after_help = "Every problem is reported as FILE:LINE:COL: what is wrong; what was expected.\nExit code 2 when any file has a problem."
+    )]
     Validate {
         /// Files or directories.
         #[arg(required = true, value_name = "PATH")]
@@ -85,11 +89,17 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { exit::BAD_INPUT } else { exit::HELD };
+            return if e.use_stderr() {
+                exit::BAD_INPUT
+            } else {
+                exit::HELD
+            };
         }
     };
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .try_init();
     match cli.command {
@@ -113,8 +123,31 @@ fn print_load_error(e: &LoadError) -> i32 {
     exit::BAD_INPUT
 }
 
+fn print_unsupported(
+    s: &scenario::Scenario,
+    backend: &str,
+    problems: Vec<(scenario::Pos, String)>,
+) -> i32 {
+    for (pos, message) in problems {
+        eprintln!(
+            "{}",
+            Diagnostic {
+                path: s.source.path.clone(),
+                pos,
+                message
+            }
+        );
+    }
+    eprintln!("kubechaos: the {backend} backend cannot run this scenario");
+    exit::BAD_INPUT
+}
+
 fn replay_command(args: &ScenarioArgs) -> String {
-    let prefix = if std::env::var_os("CARGO").is_some() { "cargo run --" } else { "kubechaos" };
+    let prefix = if std::env::var_os("CARGO").is_some() {
+        "cargo run --"
+    } else {
+        "kubechaos"
+    };
     let mut cmd = format!("{prefix} scenario {} --seed {}", args.scenario, args.seed);
     if args.backend != BackendKind::Sim {
         cmd.push_str(&format!(" --backend {}", args.backend.name()));
@@ -127,7 +160,10 @@ fn replay_command(args: &ScenarioArgs) -> String {
 
 fn write_file(path: &Path, content: &[u8], what: &str) -> Result<(), i32> {
     std::fs::write(path, content).map_err(|e| {
-        eprintln!("kubechaos: cannot write the {what} to {}: {e}", path.display());
+        eprintln!(
+            "kubechaos: cannot write the {what} to {}: {e}",
+            path.display()
+        );
         exit::ENVIRONMENT
     })
 }
@@ -139,24 +175,40 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Err(e) => return print_load_error(&e),
     };
     if args.tick_ms == 0 || args.tick_ms > 1000 {
-        eprintln!("kubechaos: --tick-ms {} is out of range; expected 1 to 1000", args.tick_ms);
+        eprintln!(
+            "kubechaos: --tick-ms {} is out of range; expected 1 to 1000",
+            args.tick_ms
+        );
         return exit::BAD_INPUT;
     }
-    let opts = RunOptions { backend: args.backend, seed: args.seed, tick: Duration::from_millis(args.tick_ms) };
-    println!("kubechaos: scenario {} ({}) on {}, seed {}", s.name, s.source.path.display(), args.backend.name(), args.seed);
-    if let Some(first) = s.description.lines().next().filter(|l| !l.trim().is_empty()) {
-        println!("  {first}");
+    let opts = RunOptions {
+        backend: args.backend,
+        seed: args.seed,
+        tick: Duration::from_millis(args.tick_ms),
+    };
+    let unsupported = crate::backend::check(args.backend, &s);
+    if !unsupported.is_empty() {
+        return print_unsupported(&s, args.backend.name(), unsupported);
+    }
+    println!(
+        "kubechaos: scenario {} ({}) on {}, seed {}",
+        s.name,
+        s.source.path.display(),
+        args.backend.name(),
+        args.seed
+    );
+    for line in s.description.lines().filter(|l| !l.trim().is_empty()) {
+        println!("  {}", line.trim_end());
     }
     println!("  cluster: {}", terminal::cluster_line(&s));
-    println!("  duration: {}\n", scenario::duration::human(s.run_duration()));
+    println!(
+        "  duration: {}\n",
+        scenario::duration::human(s.run_duration())
+    );
     let outcome = match run::run(&s, &opts) {
         Ok(o) => o,
         Err(BackendError::Unsupported { backend, problems }) => {
-            for (pos, message) in problems {
-                eprintln!("{}", Diagnostic { path: s.source.path.clone(), pos, message });
-            }
-            eprintln!("kubechaos: the {backend} backend cannot run this scenario");
-            return exit::BAD_INPUT;
+            return print_unsupported(&s, backend, problems)
         }
         Err(BackendError::Environment(e)) => {
             eprintln!("kubechaos: {e}");
@@ -171,7 +223,11 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
     println!(
         "\n{held} held, {violated} violated ({} of {} time in {:.2}s)",
         scenario::duration::human(outcome.plan.duration),
-        if args.backend == BackendKind::Sim { "virtual" } else { "real" },
+        if args.backend == BackendKind::Sim {
+            "virtual"
+        } else {
+            "real"
+        },
         outcome.wall.as_secs_f64()
     );
     if let Some(path) = &args.events {
@@ -183,7 +239,13 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         println!("events: {}", path.display());
     }
     if let Some(path) = &args.junit {
-        let xml = junit::render(&s, &outcome, args.backend.name(), args.seed, args.events.as_deref());
+        let xml = junit::render(
+            &s,
+            &outcome,
+            args.backend.name(),
+            args.seed,
+            args.events.as_deref(),
+        );
         if let Err(code) = write_file(path, xml.as_bytes(), "JUnit report") {
             return code;
         }
@@ -214,14 +276,22 @@ fn list_cmd() -> i32 {
     let mut any = false;
     for dir in scenario::search_dirs() {
         for path in yaml_files(&dir) {
-            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
+            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+                continue;
+            };
             if !seen.insert(stem.clone()) {
                 continue;
             }
             any = true;
             match scenario::load(&path) {
                 Ok(s) => {
-                    let summary = s.description.split_terminator(['\n']).next().unwrap_or("").trim().to_owned();
+                    let summary = s
+                        .description
+                        .split_terminator(['\n'])
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned();
                     println!("{:<28} {summary}", s.name);
                 }
                 Err(e) => {
@@ -255,15 +325,27 @@ fn validate_cmd(paths: &[PathBuf]) -> i32 {
     let mut bad = 0;
     for f in &files {
         match scenario::load(f) {
-            Ok(s) => println!("ok  {} ({}: {} fault step{}, {} invariant{})", f.display(), s.name, s.faults.len(), if s.faults.len() == 1 { "" } else { "s" }, s.expect.len(), if s.expect.len() == 1 { "" } else { "s" }),
+            Ok(s) => println!(
+                "ok  {} ({}: {} fault step{}, {} invariant{})",
+                f.display(),
+                s.name,
+                s.faults.len(),
+                if s.faults.len() == 1 { "" } else { "s" },
+                s.expect.len(),
+                if s.expect.len() == 1 { "" } else { "s" }
+            ),
             Err(e) => {
                 bad += 1;
-                eprintln!("{e}");
+                print_load_error(&e);
             }
         }
     }
     if bad > 0 {
-        eprintln!("{bad} of {} file{} invalid", files.len(), if files.len() == 1 { "" } else { "s" });
+        eprintln!(
+            "{bad} of {} file{} invalid",
+            files.len(),
+            if files.len() == 1 { "" } else { "s" }
+        );
         exit::BAD_INPUT
     } else {
         exit::HELD

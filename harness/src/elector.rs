@@ -106,7 +106,11 @@ pub fn decide(
     Decision::Write(LeaseSpec {
         holder_identity: Some(identity.to_owned()),
         lease_duration_seconds: Some(lease_duration.as_secs() as i32),
-        acquire_time: if ours { current.acquire_time.clone().or(Some(wall.clone())) } else { Some(wall.clone()) },
+        acquire_time: if ours {
+            current.acquire_time.clone().or(Some(wall.clone()))
+        } else {
+            Some(wall.clone())
+        },
         renew_time: Some(wall),
         lease_transitions: Some(current.lease_transitions.unwrap_or(0) + i32::from(!ours)),
         ..LeaseSpec::default()
@@ -189,7 +193,11 @@ impl Elector {
         }
         self.leading = false;
         tracing::info!(lease = %lease, identity = %self.identity, "failed to renew lease: stopped leading");
-        self.reporter.stopped_leading(&lease, &self.identity, "failed to renew the lease within the renew deadline");
+        self.reporter.stopped_leading(
+            &lease,
+            &self.identity,
+            "failed to renew the lease within the renew deadline",
+        );
     }
 
     async fn acquire(&mut self) {
@@ -208,7 +216,9 @@ impl Elector {
             let deadline = Instant::now() + self.config.renew_deadline;
             let mut renewed = false;
             while Instant::now() < deadline {
-                if let Ok(true) = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                if let Ok(true) =
+                    tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await
+                {
                     renewed = true;
                     break;
                 }
@@ -227,7 +237,13 @@ impl Elector {
 
     fn lease_valid(&self, now: Instant) -> bool {
         self.observed.as_ref().is_some_and(|o| {
-            let secs = o.lease.spec.as_ref().and_then(|s| s.lease_duration_seconds).unwrap_or(15).max(0) as u64;
+            let secs = o
+                .lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.lease_duration_seconds)
+                .unwrap_or(15)
+                .max(0) as u64;
             o.at + Duration::from_secs(secs) > now
         })
     }
@@ -239,16 +255,30 @@ impl Elector {
 
         // Fast path: a leader whose lease is still valid renews without reading first.
         if self.leading && self.lease_valid(now) {
-            let mut lease = self.observed.as_ref().expect("valid lease was observed").lease.clone();
+            let mut lease = self
+                .observed
+                .as_ref()
+                .expect("valid lease was observed")
+                .lease
+                .clone();
             if let Some(spec) = lease.spec.as_mut() {
                 spec.renew_time = Some(wall.clone());
             }
-            match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            match self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
                 Ok(updated) => {
-                    self.observed = Some(Observed { lease: updated, at: now });
+                    self.observed = Some(Observed {
+                        lease: updated,
+                        at: now,
+                    });
                     return true;
                 }
-                Err(e) => tracing::debug!(lease = %self.lease(), error = %e, "fast renew failed; reading the lease"),
+                Err(e) => {
+                    tracing::debug!(lease = %self.lease(), error = %e, "fast renew failed; reading the lease")
+                }
             }
         }
 
@@ -256,7 +286,11 @@ impl Elector {
             Ok(Some(lease)) => lease,
             Ok(None) => {
                 let lease = Lease {
-                    metadata: ObjectMeta { name: Some(self.name.clone()), namespace: Some(self.namespace.clone()), ..ObjectMeta::default() },
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        namespace: Some(self.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
                     spec: Some(LeaseSpec {
                         holder_identity: Some(self.identity.clone()),
                         lease_duration_seconds: Some(self.config.lease_duration.as_secs() as i32),
@@ -268,7 +302,10 @@ impl Elector {
                 };
                 return match self.api.create(&PostParams::default(), &lease).await {
                     Ok(created) => {
-                        self.observed = Some(Observed { lease: created, at: now });
+                        self.observed = Some(Observed {
+                            lease: created,
+                            at: now,
+                        });
                         true
                     }
                     Err(e) => {
@@ -284,19 +321,39 @@ impl Elector {
         };
 
         let spec = current.spec.clone().unwrap_or_default();
-        let changed = self.observed.as_ref().is_none_or(|o| o.lease.spec.as_ref() != Some(&spec));
+        let changed = self
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.lease.spec.as_ref() != Some(&spec));
         if changed {
-            self.observed = Some(Observed { lease: current.clone(), at: now });
+            self.observed = Some(Observed {
+                lease: current.clone(),
+                at: now,
+            });
         }
         let observed_at = self.observed.as_ref().expect("set above").at;
-        match decide(&spec, observed_at, now, wall, &self.identity, self.config.lease_duration) {
+        match decide(
+            &spec,
+            observed_at,
+            now,
+            wall,
+            &self.identity,
+            self.config.lease_duration,
+        ) {
             Decision::Wait => false,
             Decision::Write(new_spec) => {
                 let mut lease = current;
                 lease.spec = Some(new_spec);
-                match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+                match self
+                    .api
+                    .replace(&self.name, &PostParams::default(), &lease)
+                    .await
+                {
                     Ok(updated) => {
-                        self.observed = Some(Observed { lease: updated, at: now });
+                        self.observed = Some(Observed {
+                            lease: updated,
+                            at: now,
+                        });
                         true
                     }
                     Err(e) => {
@@ -337,7 +394,10 @@ mod tests {
     async fn acquires_an_expired_lease_and_counts_the_transition() {
         let observed = Instant::now();
         let now = observed + Duration::from_secs(16);
-        let Decision::Write(s) = decide(&spec("other", 0, 3), observed, now, t(100), "me", D) else { panic!("should take over") };
+        let Decision::Write(s) = decide(&spec("other", 0, 3), observed, now, t(100), "me", D)
+        else {
+            panic!("should take over")
+        };
         assert_eq!(s.holder_identity.as_deref(), Some("me"));
         assert_eq!(s.lease_transitions, Some(4));
         assert_eq!(s.acquire_time, Some(t(100)));
@@ -348,7 +408,10 @@ mod tests {
     async fn does_not_take_an_unexpired_lease() {
         let observed = Instant::now();
         let now = observed + Duration::from_secs(14);
-        assert_eq!(decide(&spec("other", 0, 0), observed, now, t(100), "me", D), Decision::Wait);
+        assert_eq!(
+            decide(&spec("other", 0, 0), observed, now, t(100), "me", D),
+            Decision::Wait
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -357,13 +420,19 @@ mod tests {
         // the record change only 5s ago: the lease is valid.
         let observed = Instant::now();
         let now = observed + Duration::from_secs(5);
-        assert_eq!(decide(&spec("other", -3600, 0), observed, now, t(0), "me", D), Decision::Wait);
+        assert_eq!(
+            decide(&spec("other", -3600, 0), observed, now, t(0), "me", D),
+            Decision::Wait
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn renews_its_own_lease_keeping_acquire_time_and_transitions() {
         let observed = Instant::now();
-        let Decision::Write(s) = decide(&spec("me", 0, 2), observed, observed, t(10), "me", D) else { panic!("should renew") };
+        let Decision::Write(s) = decide(&spec("me", 0, 2), observed, observed, t(10), "me", D)
+        else {
+            panic!("should renew")
+        };
         assert_eq!(s.acquire_time, Some(t(0)));
         assert_eq!(s.lease_transitions, Some(2));
         assert_eq!(s.renew_time, Some(t(10)));
@@ -372,7 +441,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn takes_a_released_lease_at_once() {
         let observed = Instant::now();
-        let Decision::Write(s) = decide(&spec("", 0, 1), observed, observed, t(3), "me", D) else { panic!("should take") };
+        let Decision::Write(s) = decide(&spec("", 0, 1), observed, observed, t(3), "me", D) else {
+            panic!("should take")
+        };
         assert_eq!(s.holder_identity.as_deref(), Some("me"));
         assert_eq!(s.lease_transitions, Some(2));
     }
@@ -382,6 +453,16 @@ mod tests {
         let mut long = spec("other", 0, 0);
         long.lease_duration_seconds = Some(60);
         let observed = Instant::now();
-        assert_eq!(decide(&long, observed, observed + Duration::from_secs(30), t(30), "me", D), Decision::Wait);
+        assert_eq!(
+            decide(
+                &long,
+                observed,
+                observed + Duration::from_secs(30),
+                t(30),
+                "me",
+                D
+            ),
+            Decision::Wait
+        );
     }
 }

@@ -144,7 +144,10 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder that stamps events with `clock()` (milliseconds since the run started).
     pub fn new(clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
-        Recorder { events: Arc::default(), clock: Arc::new(clock) }
+        Recorder {
+            events: Arc::default(),
+            clock: Arc::new(clock),
+        }
     }
 
     /// Record an event now.
@@ -155,7 +158,10 @@ impl Recorder {
 
     /// Record an event at a given time.
     pub fn record_at(&self, t_ms: u64, kind: EventKind) {
-        self.events.lock().expect("recorder lock").push(Event { t_ms, kind });
+        self.events
+            .lock()
+            .expect("recorder lock")
+            .push(Event { t_ms, kind });
     }
 
     /// Milliseconds since the start of the run.
@@ -192,7 +198,10 @@ pub fn read_jsonl(text: &str) -> Result<Vec<Event>, String> {
 /// The process part of a lease holder identity: `kube-scheduler-0_3` -> `kube-scheduler-0`.
 /// Identities follow upstream's `hostname_uuid` shape, with the incarnation in place of the uuid.
 pub fn identity_process(identity: &str) -> &str {
-    identity.rsplit_once('_').map(|(p, _)| p).unwrap_or(identity)
+    identity
+        .rsplit_once('_')
+        .map(|(p, _)| p)
+        .unwrap_or(identity)
 }
 
 /// Format milliseconds as a run offset: `2m20.0s`, `12.4s`.
@@ -212,13 +221,36 @@ mod tests {
     #[test]
     fn jsonl_round_trips() {
         let events = vec![
-            Event { t_ms: 0, kind: EventKind::RunStarted { scenario: "x".into(), backend: "sim".into(), seed: 1, version: "0".into(), duration_ms: 5 } },
-            Event { t_ms: 7, kind: EventKind::LeaseObserved { lease: "a/b".into(), holder: Some("p_1".into()), renew_ms: Some(6), transitions: 0 } },
-            Event { t_ms: 9, kind: EventKind::RunEnded {} },
+            Event {
+                t_ms: 0,
+                kind: EventKind::RunStarted {
+                    scenario: "x".into(),
+                    backend: "sim".into(),
+                    seed: 1,
+                    version: "0".into(),
+                    duration_ms: 5,
+                },
+            },
+            Event {
+                t_ms: 7,
+                kind: EventKind::LeaseObserved {
+                    lease: "a/b".into(),
+                    holder: Some("p_1".into()),
+                    renew_ms: Some(6),
+                    transitions: 0,
+                },
+            },
+            Event {
+                t_ms: 9,
+                kind: EventKind::RunEnded {},
+            },
         ];
         let mut out = Vec::new();
         write_jsonl(&events, &mut out).unwrap();
-        assert_eq!(read_jsonl(std::str::from_utf8(&out).unwrap()).unwrap(), events);
+        assert_eq!(
+            read_jsonl(std::str::from_utf8(&out).unwrap()).unwrap(),
+            events
+        );
     }
 
     #[test]

@@ -49,7 +49,12 @@ impl<'a> Timeline<'a> {
                 }
             }
         }
-        Timeline { events, end_ms, last_fault_ms, step_ms }
+        Timeline {
+            events,
+            end_ms,
+            last_fault_ms,
+            step_ms,
+        }
     }
 
     fn anchor(&self, inv: &Invariant) -> u64 {
@@ -62,11 +67,16 @@ impl<'a> Timeline<'a> {
     /// Whether `identity`'s process is running, in that incarnation, at `t`.
     fn alive(&self, identity: &str, t: u64) -> bool {
         let process = identity_process(identity);
-        let incarnation = identity.rsplit_once('_').and_then(|(_, i)| i.parse::<u32>().ok());
+        let incarnation = identity
+            .rsplit_once('_')
+            .and_then(|(_, i)| i.parse::<u32>().ok());
         let mut running: Option<u32> = None;
         for e in self.events.iter().take_while(|e| e.t_ms <= t) {
             match &e.kind {
-                EventKind::ProcessStarted { process: p, incarnation: i } if p == process => running = Some(*i),
+                EventKind::ProcessStarted {
+                    process: p,
+                    incarnation: i,
+                } if p == process => running = Some(*i),
                 EventKind::ProcessExited { process: p, .. } if p == process => running = None,
                 _ => {}
             }
@@ -136,7 +146,14 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                     (held, msg, Some(a), Some(d))
                 }
             };
-            Verdict { index, label, held, message, anchor_ms: anchor, deadline_ms: deadline }
+            Verdict {
+                index,
+                label,
+                held,
+                message,
+                anchor_ms: anchor,
+                deadline_ms: deadline,
+            }
         })
         .collect()
 }
@@ -152,7 +169,15 @@ fn leader_reacquired(
     let name = lease.to_string();
     let mut last: Option<(u64, Option<String>, Option<u64>)> = None;
     for e in tl.events {
-        let EventKind::LeaseObserved { lease: l, holder, renew_ms, .. } = &e.kind else { continue };
+        let EventKind::LeaseObserved {
+            lease: l,
+            holder,
+            renew_ms,
+            ..
+        } = &e.kind
+        else {
+            continue;
+        };
         if *l != name {
             continue;
         }
@@ -188,14 +213,23 @@ fn leader_reacquired(
         Some((_, Some(h), renew)) => format!(
             "last holder {} (process {}), last renewal {}",
             h,
-            if tl.alive(&h, deadline) { "still running" } else { "not running" },
-            renew.map(|r| format!("at {}", fmt_ms(r))).unwrap_or_else(|| "never".into())
+            if tl.alive(&h, deadline) {
+                "still running"
+            } else {
+                "not running"
+            },
+            renew
+                .map(|r| format!("at {}", fmt_ms(r)))
+                .unwrap_or_else(|| "never".into())
         ),
     };
     let alive_text = if alive.is_empty() {
         "no candidate was running".to_owned()
     } else {
-        format!("candidates running at the deadline: {} (none of them renewed the lease)", alive.join(", "))
+        format!(
+            "candidates running at the deadline: {} (none of them renewed the lease)",
+            alive.join(", ")
+        )
     };
     (
         false,
@@ -229,7 +263,9 @@ fn single_leader(tl: &Timeline<'_>, lease: &LeaseRef) -> (bool, String) {
                 open.insert(identity.clone(), e.t_ms);
                 terms += 1;
             }
-            EventKind::LeadingStopped { lease: l, identity, .. } if *l == name => {
+            EventKind::LeadingStopped {
+                lease: l, identity, ..
+            } if *l == name => {
                 open.remove(identity);
             }
             EventKind::ProcessExited { process, .. } => {
@@ -238,12 +274,20 @@ fn single_leader(tl: &Timeline<'_>, lease: &LeaseRef) -> (bool, String) {
             _ => {}
         }
     }
-    (true, format!("never two leaders at once ({terms} leadership term{} observed)", if terms == 1 { "" } else { "s" }))
+    (
+        true,
+        format!(
+            "never two leaders at once ({terms} leadership term{} observed)",
+            if terms == 1 { "" } else { "s" }
+        ),
+    )
 }
 
 fn probe_pod(tl: &Timeline<'_>, index: usize) -> Option<(u64, String)> {
     tl.events.iter().find_map(|e| match &e.kind {
-        EventKind::ProbeCreated { invariant, pod } if *invariant == index => Some((e.t_ms, pod.clone())),
+        EventKind::ProbeCreated { invariant, pod } if *invariant == index => {
+            Some((e.t_ms, pod.clone()))
+        }
         _ => None,
     })
 }
@@ -255,7 +299,13 @@ fn bound(tl: &Timeline<'_>, pod: &str) -> Option<(u64, String)> {
     })
 }
 
-fn schedulable(tl: &Timeline<'_>, index: usize, anchor: u64, deadline: u64, within: std::time::Duration) -> (bool, String) {
+fn schedulable(
+    tl: &Timeline<'_>,
+    index: usize,
+    anchor: u64,
+    deadline: u64,
+    within: std::time::Duration,
+) -> (bool, String) {
     let Some((created, pod)) = probe_pod(tl, index) else {
         return (false, format!("the probe pod could not be created by the deadline {} (anchor {}): the API server did not accept it", fmt_ms(deadline), fmt_ms(anchor)));
     };
@@ -280,9 +330,21 @@ fn schedulable(tl: &Timeline<'_>, index: usize, anchor: u64, deadline: u64, with
     }
 }
 
-fn unschedulable(tl: &Timeline<'_>, index: usize, anchor: u64, until: u64, for_: std::time::Duration) -> (bool, String) {
+fn unschedulable(
+    tl: &Timeline<'_>,
+    index: usize,
+    anchor: u64,
+    until: u64,
+    for_: std::time::Duration,
+) -> (bool, String) {
     let Some((_, pod)) = probe_pod(tl, index) else {
-        return (false, format!("the probe pod could not be created (anchor {}), so no outage can be shown", fmt_ms(anchor)));
+        return (
+            false,
+            format!(
+                "the probe pod could not be created (anchor {}), so no outage can be shown",
+                fmt_ms(anchor)
+            ),
+        );
     };
     match bound(tl, &pod) {
         Some((t, node)) if t < until => (
@@ -294,10 +356,23 @@ fn unschedulable(tl: &Timeline<'_>, index: usize, anchor: u64, until: u64, for_:
     }
 }
 
-fn available(tl: &Timeline<'_>, deployment: &str, anchor: u64, deadline: u64, within: std::time::Duration) -> (bool, String) {
+fn available(
+    tl: &Timeline<'_>,
+    deployment: &str,
+    anchor: u64,
+    deadline: u64,
+    within: std::time::Duration,
+) -> (bool, String) {
     let mut last = None;
     for e in tl.events {
-        let EventKind::DeploymentObserved { deployment: d, available, desired } = &e.kind else { continue };
+        let EventKind::DeploymentObserved {
+            deployment: d,
+            available,
+            desired,
+        } = &e.kind
+        else {
+            continue;
+        };
         if d != deployment || e.t_ms > deadline {
             continue;
         }

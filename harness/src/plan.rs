@@ -49,14 +49,26 @@ impl Plan {
     pub fn new(s: &Scenario) -> Plan {
         let mut actions = Vec::new();
         for (step, f) in s.faults.iter().enumerate() {
-            actions.push(Planned { at: f.at, kind: PlannedKind::Fault { step } });
+            actions.push(Planned {
+                at: f.at,
+                kind: PlannedKind::Fault { step },
+            });
             if let Some(d) = f.for_ {
-                actions.push(Planned { at: f.at + d, kind: PlannedKind::Undo { step } });
+                actions.push(Planned {
+                    at: f.at + d,
+                    kind: PlannedKind::Undo { step },
+                });
             }
         }
         for (invariant, inv) in s.expect.iter().enumerate() {
-            if matches!(inv.value, Invariant::Schedulable(_) | Invariant::Unschedulable(_)) {
-                actions.push(Planned { at: s.planned_anchor(&inv.value), kind: PlannedKind::Probe { invariant } });
+            if matches!(
+                inv.value,
+                Invariant::Schedulable(_) | Invariant::Unschedulable(_)
+            ) {
+                actions.push(Planned {
+                    at: s.planned_anchor(&inv.value),
+                    kind: PlannedKind::Probe { invariant },
+                });
             }
         }
         let rank = |k: &PlannedKind| match k {
@@ -64,7 +76,10 @@ impl Plan {
             PlannedKind::Probe { .. } => 1,
         };
         actions.sort_by_key(|a| (a.at, rank(&a.kind)));
-        Plan { duration: s.run_duration(), actions }
+        Plan {
+            duration: s.run_duration(),
+            actions,
+        }
     }
 }
 
@@ -72,7 +87,9 @@ impl Plan {
 pub fn undo_of(action: &Action) -> Option<Action> {
     use crate::scenario::ProcessOp;
     match action {
-        Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash) => Some(Action::ApiServer(ProcessOp::Start)),
+        Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash) => {
+            Some(Action::ApiServer(ProcessOp::Start))
+        }
         Action::Etcd(ProcessOp::Stop | ProcessOp::Crash) => Some(Action::Etcd(ProcessOp::Start)),
         Action::Partition(_) => Some(Action::Heal(crate::scenario::Heal)),
         Action::Remove(t) => Some(Action::Start(t.clone())),

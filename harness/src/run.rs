@@ -21,7 +21,11 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { backend: BackendKind::Sim, seed: DEFAULT_SEED, tick: backend::sim::SimOptions::default().tick }
+        RunOptions {
+            backend: BackendKind::Sim,
+            seed: DEFAULT_SEED,
+            tick: backend::sim::SimOptions::default().tick,
+        }
     }
 }
 
@@ -52,15 +56,55 @@ impl Outcome {
 pub fn run(s: &Scenario, opts: &RunOptions) -> Result<Outcome, BackendError> {
     let problems = backend::check(opts.backend, s);
     if !problems.is_empty() {
-        return Err(BackendError::Unsupported { backend: opts.backend.name(), problems });
+        return Err(BackendError::Unsupported {
+            backend: opts.backend.name(),
+            problems,
+        });
     }
     let plan = Plan::new(s);
     let started = Instant::now();
     let events = match opts.backend {
-        BackendKind::Sim => backend::sim::run(s, &plan, &backend::sim::SimOptions { seed: opts.seed, tick: opts.tick })?,
+        BackendKind::Sim => backend::sim::run(
+            s,
+            &plan,
+            &backend::sim::SimOptions {
+                seed: opts.seed,
+                tick: opts.tick,
+            },
+        )?,
         BackendKind::Local | BackendKind::Kube => unreachable!("rejected by backend::check"),
     };
     let wall = started.elapsed();
     let verdicts = judge(s, &events);
-    Ok(Outcome { plan, events, verdicts, wall })
+    Ok(Outcome {
+        plan,
+        events,
+        verdicts,
+        wall,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use tracing_test::traced_test;
+
+    use super::*;
+    use crate::scenario;
+
+    /// Operators read these lines when leadership is lost; they must name the lease.
+    #[traced_test]
+    #[test]
+    fn the_elector_logs_acquiring_and_losing_its_lease() {
+        let yaml = "name: t\ncluster: {nodes: 0, agents: [{name: agent, replicas: 1, lease: default/agent-lock}]}\nfaults:\n  - {at: 10s, api-server: stop, for: 30s}\n";
+        let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid");
+        run(&s, &RunOptions::default()).expect("runs");
+        assert!(logs_contain(
+            "successfully acquired lease lease=default/agent-lock identity=agent-0_1"
+        ));
+        assert!(logs_contain(
+            "failed to renew lease: stopped leading lease=default/agent-lock identity=agent-0_1"
+        ));
+    }
 }

@@ -23,11 +23,14 @@ pub struct Selector(pub Vec<Requirement>);
 fn valid_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 253
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// Parse a selector.
@@ -86,10 +89,15 @@ mod tests {
 
     #[test]
     fn parses_and_matches() {
-        let labels: BTreeMap<String, String> =
-            [("component".to_string(), "kube-scheduler".to_string()), ("tier".into(), "control-plane".into())].into();
+        let labels: BTreeMap<String, String> = [
+            ("component".to_string(), "kube-scheduler".to_string()),
+            ("tier".into(), "control-plane".into()),
+        ]
+        .into();
         assert!(parse("component=kube-scheduler").unwrap().matches(&labels));
-        assert!(parse("component==kube-scheduler,tier").unwrap().matches(&labels));
+        assert!(parse("component==kube-scheduler,tier")
+            .unwrap()
+            .matches(&labels));
         assert!(!parse("component!=kube-scheduler").unwrap().matches(&labels));
         assert!(parse("!missing").unwrap().matches(&labels));
         assert!(parse("").unwrap().matches(&labels));

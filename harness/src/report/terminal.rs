@@ -10,12 +10,21 @@ use crate::scenario::Scenario;
 
 /// Render the cluster line: `3 nodes, kube-scheduler ×2, …`.
 pub fn cluster_line(s: &Scenario) -> String {
-    let mut parts = vec![format!("{} node{}", s.cluster.nodes, if s.cluster.nodes == 1 { "" } else { "s" })];
+    let mut parts = vec![format!(
+        "{} node{}",
+        s.cluster.nodes,
+        if s.cluster.nodes == 1 { "" } else { "s" }
+    )];
     for (c, spec) in &s.cluster.components {
         parts.push(format!("{} ×{}", c.name(), spec.replicas));
     }
     for a in &s.cluster.agents {
-        parts.push(format!("agent {} ×{} ({})", a.name, a.replicas, a.mode.map(|m| m.name()).unwrap_or("correct")));
+        parts.push(format!(
+            "agent {} ×{} ({})",
+            a.name,
+            a.replicas,
+            a.mode.map(|m| m.name()).unwrap_or("correct")
+        ));
     }
     parts.join(", ")
 }
@@ -26,12 +35,24 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
     let mut holders: BTreeMap<String, Option<String>> = BTreeMap::new();
     for e in &outcome.events {
         let line = match &e.kind {
-            EventKind::FaultApplied { action, detail, .. } => Some(format!("fault     {action}  [{detail}]")),
-            EventKind::ProcessExited { process, reason } => Some(format!("exit      {process}: {reason}")),
-            EventKind::ProcessStarted { process, incarnation } if *incarnation > 1 || verbose => {
+            EventKind::FaultApplied { action, detail, .. } => {
+                Some(format!("fault     {action}  [{detail}]"))
+            }
+            EventKind::ProcessExited { process, reason } => {
+                Some(format!("exit      {process}: {reason}"))
+            }
+            EventKind::ProcessStarted {
+                process,
+                incarnation,
+            } if *incarnation > 1 || verbose => {
                 Some(format!("start     {process} (start #{incarnation})"))
             }
-            EventKind::LeaseObserved { lease, holder, renew_ms, .. } => {
+            EventKind::LeaseObserved {
+                lease,
+                holder,
+                renew_ms,
+                ..
+            } => {
                 let prev = holders.insert(lease.clone(), holder.clone());
                 if prev.as_ref() != Some(holder) {
                     Some(format!(
@@ -39,17 +60,29 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
                         holder.as_deref().map(identity_process).unwrap_or("nobody")
                     ))
                 } else if verbose {
-                    Some(format!("renew     {lease} by {} at {}", holder.as_deref().unwrap_or("-"), renew_ms.map(fmt_ms).unwrap_or_default()))
+                    Some(format!(
+                        "renew     {lease} by {} at {}",
+                        holder.as_deref().unwrap_or("-"),
+                        renew_ms.map(fmt_ms).unwrap_or_default()
+                    ))
                 } else {
                     None
                 }
             }
             EventKind::ProbeCreated { pod, .. } => Some(format!("probe     created {pod}")),
             EventKind::PodBound { pod, node } => Some(format!("bound     {pod} -> {node}")),
-            EventKind::ProcessNote { process, message } => Some(format!("note      {process}: {message}")),
-            EventKind::NodeObserved { node, ready, tainted } if verbose || !ready || *tainted => {
-                Some(format!("node      {node}: {}{}", if *ready { "Ready" } else { "not Ready" }, if *tainted { ", tainted" } else { "" }))
+            EventKind::ProcessNote { process, message } => {
+                Some(format!("note      {process}: {message}"))
             }
+            EventKind::NodeObserved {
+                node,
+                ready,
+                tainted,
+            } if verbose || !ready || *tainted => Some(format!(
+                "node      {node}: {}{}",
+                if *ready { "Ready" } else { "not Ready" },
+                if *tainted { ", tainted" } else { "" }
+            )),
             other if verbose => Some(format!("{other:?}")),
             _ => None,
         };
@@ -64,7 +97,13 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
 pub fn verdicts(outcome: &Outcome) -> String {
     let mut out = String::new();
     for v in &outcome.verdicts {
-        let _ = writeln!(out, "  {}  {}: {}", if v.held { "PASS" } else { "FAIL" }, v.label, v.message);
+        let _ = writeln!(
+            out,
+            "  {}  {}: {}",
+            if v.held { "PASS" } else { "FAIL" },
+            v.label,
+            v.message
+        );
     }
     out
 }

@@ -3,12 +3,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::duration;
 use super::model::*;
 use super::yaml::{Node, Pos, Value};
-use super::duration;
 
 /// Keys of the top-level mapping.
-pub const SCENARIO_KEYS: &[&str] = &["name", "description", "cluster", "faults", "expect", "duration"];
+pub const SCENARIO_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "cluster",
+    "faults",
+    "expect",
+    "duration",
+];
 /// Keys of `cluster:`.
 pub const CLUSTER_KEYS: &[&str] = &["nodes", "components", "self-hosted", "agents"];
 /// Keys of an agent group.
@@ -16,11 +23,26 @@ pub const AGENT_KEYS: &[&str] = &["name", "replicas", "lease", "mode", "command"
 /// Keys of a step besides its action.
 pub const STEP_KEYS: &[&str] = &["at", "id", "for"];
 /// The action keys of a step.
-pub const ACTION_KEYS: &[&str] =
-    &["api-server", "etcd", "partition", "heal", "kill", "remove", "start", "delete-pods", "recover", "bind"];
+pub const ACTION_KEYS: &[&str] = &[
+    "api-server",
+    "etcd",
+    "partition",
+    "heal",
+    "kill",
+    "remove",
+    "start",
+    "delete-pods",
+    "recover",
+    "bind",
+];
 /// Invariant keys.
-pub const INVARIANT_KEYS: &[&str] =
-    &["leader-reacquired", "schedulable", "unschedulable", "single-leader", "available"];
+pub const INVARIANT_KEYS: &[&str] = &[
+    "leader-reacquired",
+    "schedulable",
+    "unschedulable",
+    "single-leader",
+    "available",
+];
 
 /// A problem found while decoding: where, and a sentence that says what is wrong and what was
 /// expected.
@@ -57,7 +79,11 @@ impl<'a> Fields<'a> {
 }
 
 fn expected_list(allowed: &[&str]) -> String {
-    allowed.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+    allowed
+        .iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The closest allowed word, if it is close enough to be a typo.
@@ -92,23 +118,47 @@ impl Decoder {
         let Value::Map(entries) = &node.value else {
             self.problem(
                 node.pos,
-                format!("{what} is {}; expected a mapping with keys {}", node.value.kind(), expected_list(allowed)),
+                format!(
+                    "{what} is {}; expected a mapping with keys {}",
+                    node.value.kind(),
+                    expected_list(allowed)
+                ),
             );
             return None;
         };
-        let mut fields = Fields { entries: BTreeMap::new() };
+        let mut fields = Fields {
+            entries: BTreeMap::new(),
+        };
         for (k, v) in entries {
             let Value::Str(key) = &k.value else {
-                self.problem(k.pos, format!("a key in {what} is {}; expected one of {}", k.value.kind(), expected_list(allowed)));
+                self.problem(
+                    k.pos,
+                    format!(
+                        "a key in {what} is {}; expected one of {}",
+                        k.value.kind(),
+                        expected_list(allowed)
+                    ),
+                );
                 continue;
             };
             if !allowed.contains(&key.as_str()) {
-                let hint = suggest(key, allowed).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-                self.problem(k.pos, format!("unknown key `{key}` in {what}{hint}; expected one of {}", expected_list(allowed)));
+                let hint = suggest(key, allowed)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                self.problem(
+                    k.pos,
+                    format!(
+                        "unknown key `{key}` in {what}{hint}; expected one of {}",
+                        expected_list(allowed)
+                    ),
+                );
                 continue;
             }
             if fields.entries.contains_key(key.as_str()) {
-                self.problem(k.pos, format!("`{key}` is given twice in {what}; expected each key once"));
+                self.problem(
+                    k.pos,
+                    format!("`{key}` is given twice in {what}; expected each key once"),
+                );
                 continue;
             }
             fields.entries.insert(key.as_str(), (k, v));
@@ -116,7 +166,13 @@ impl Decoder {
         Some(fields)
     }
 
-    fn required<'a>(&mut self, fields: &Fields<'a>, at: Pos, key: &str, what: &str) -> Option<&'a Node> {
+    fn required<'a>(
+        &mut self,
+        fields: &Fields<'a>,
+        at: Pos,
+        key: &str,
+        what: &str,
+    ) -> Option<&'a Node> {
         let node = fields.get(key);
         if node.is_none() {
             self.problem(at, format!("{what} has no `{key}`; expected `{key}:`"));
@@ -128,7 +184,10 @@ impl Decoder {
         match &node.value {
             Value::Str(s) => Some(s.clone()),
             other => {
-                self.problem(node.pos, format!("{what} is {}; expected a string", other.kind()));
+                self.problem(
+                    node.pos,
+                    format!("{what} is {}; expected a string", other.kind()),
+                );
                 None
             }
         }
@@ -138,7 +197,10 @@ impl Decoder {
         match &node.value {
             Value::Bool(b) => Some(*b),
             other => {
-                self.problem(node.pos, format!("{what} is {}; expected true or false", other.kind()));
+                self.problem(
+                    node.pos,
+                    format!("{what} is {}; expected true or false", other.kind()),
+                );
                 None
             }
         }
@@ -148,11 +210,20 @@ impl Decoder {
         match &node.value {
             Value::Int(n) if (min..=max).contains(n) => Some(*n as u32),
             Value::Int(n) => {
-                self.problem(node.pos, format!("{what} is {n}; expected a whole number from {min} to {max}"));
+                self.problem(
+                    node.pos,
+                    format!("{what} is {n}; expected a whole number from {min} to {max}"),
+                );
                 None
             }
             other => {
-                self.problem(node.pos, format!("{what} is {}; expected a whole number from {min} to {max}", other.kind()));
+                self.problem(
+                    node.pos,
+                    format!(
+                        "{what} is {}; expected a whole number from {min} to {max}",
+                        other.kind()
+                    ),
+                );
                 None
             }
         }
@@ -163,7 +234,12 @@ impl Decoder {
             Value::Str(s) => match duration::parse(s) {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    self.problem(node.pos, format!("{what}: {e}; expected a duration like 500ms, 20s, 2m, 1m30s or 1h"));
+                    self.problem(
+                        node.pos,
+                        format!(
+                            "{what}: {e}; expected a duration like 500ms, 20s, 2m, 1m30s or 1h"
+                        ),
+                    );
                     None
                 }
             },
@@ -175,7 +251,13 @@ impl Decoder {
                 None
             }
             other => {
-                self.problem(node.pos, format!("{what} is {}; expected a duration like 500ms, 20s, 2m, 1m30s or 1h", other.kind()));
+                self.problem(
+                    node.pos,
+                    format!(
+                        "{what} is {}; expected a duration like 500ms, 20s, 2m, 1m30s or 1h",
+                        other.kind()
+                    ),
+                );
                 None
             }
         }
@@ -212,7 +294,10 @@ impl Decoder {
                 self.problem(node.pos, format!("name `{n}` is not a valid name; expected lower-case letters, digits and `-`, like `api-restart`"));
             }
         }
-        let description = f.get("description").and_then(|n| self.string(n, "`description`")).unwrap_or_default();
+        let description = f
+            .get("description")
+            .and_then(|n| self.string(n, "`description`"))
+            .unwrap_or_default();
         let cluster = match f.get("cluster") {
             Some(n) => self.cluster(n),
             None => Some(Cluster::default()),
@@ -243,7 +328,10 @@ impl Decoder {
                     for item in items {
                         let inv = self.invariant(item);
                         match (&mut expect, inv) {
-                            (Some(list), Some(i)) => list.push(Located { value: i, pos: item.pos }),
+                            (Some(list), Some(i)) => list.push(Located {
+                                value: i,
+                                pos: item.pos,
+                            }),
                             _ => expect = None,
                         }
                     }
@@ -292,7 +380,9 @@ impl Decoder {
                             Some(sf) => {
                                 let replicas = self
                                     .required(&sf, spec.pos, "replicas", &what)
-                                    .and_then(|r| self.count(r, &format!("`{}.replicas`", c.name()), 1, 16));
+                                    .and_then(|r| {
+                                        self.count(r, &format!("`{}.replicas`", c.name()), 1, 16)
+                                    });
                                 match replicas {
                                     Some(replicas) => {
                                         components.insert(c, ComponentSpec { replicas });
@@ -333,12 +423,19 @@ impl Decoder {
         if !ok {
             return None;
         }
-        Some(Cluster { nodes: nodes?, components, self_hosted: self_hosted?, agents })
+        Some(Cluster {
+            nodes: nodes?,
+            components,
+            self_hosted: self_hosted?,
+            agents,
+        })
     }
 
     fn agent(&mut self, node: &Node) -> Option<AgentSpec> {
         let f = self.fields(node, "an agent", AGENT_KEYS)?;
-        let name = self.required(&f, node.pos, "name", "an agent").and_then(|n| self.string(n, "`agent.name`"));
+        let name = self
+            .required(&f, node.pos, "name", "an agent")
+            .and_then(|n| self.string(n, "`agent.name`"));
         if let Some(n) = &name {
             if !is_dns_label(n) {
                 self.problem(f.get("name").map(|n| n.pos).unwrap_or(node.pos), format!("agent name `{n}` is not a valid name; expected lower-case letters, digits and `-`"));
@@ -348,7 +445,9 @@ impl Decoder {
             Some(n) => self.count(n, "`agent.replicas`", 1, 16),
             None => Some(1),
         };
-        let lease = self.required(&f, node.pos, "lease", "an agent").and_then(|n| self.lease(n, "`agent.lease`"));
+        let lease = self
+            .required(&f, node.pos, "lease", "an agent")
+            .and_then(|n| self.lease(n, "`agent.lease`"));
         let mut ok = true;
         let mode = match f.get("mode") {
             Some(n) => match self.string(n, "`agent.mode`").as_deref() {
@@ -368,27 +467,29 @@ impl Decoder {
             None => None,
         };
         let command = match f.get("command") {
-            Some(n) => match &n.value {
-                Value::Seq(items) if !items.is_empty() => {
-                    let mut argv = Vec::new();
-                    for item in items {
-                        match &item.value {
-                            Value::Str(s) => argv.push(s.clone()),
-                            Value::Int(i) => argv.push(i.to_string()),
-                            other => {
-                                self.problem(item.pos, format!("an argument of `agent.command` is {}; expected a string", other.kind()));
-                                ok = false;
+            Some(n) => {
+                match &n.value {
+                    Value::Seq(items) if !items.is_empty() => {
+                        let mut argv = Vec::new();
+                        for item in items {
+                            match &item.value {
+                                Value::Str(s) => argv.push(s.clone()),
+                                Value::Int(i) => argv.push(i.to_string()),
+                                other => {
+                                    self.problem(item.pos, format!("an argument of `agent.command` is {}; expected a string", other.kind()));
+                                    ok = false;
+                                }
                             }
                         }
+                        Some(argv)
                     }
-                    Some(argv)
+                    other => {
+                        self.problem(n.pos, format!("`agent.command` is {}; expected a non-empty list like `[./my-controller, --lease, default/my-lock]`", other.kind()));
+                        ok = false;
+                        None
+                    }
                 }
-                other => {
-                    self.problem(n.pos, format!("`agent.command` is {}; expected a non-empty list like `[./my-controller, --lease, default/my-lock]`", other.kind()));
-                    ok = false;
-                    None
-                }
-            },
+            }
             None => None,
         };
         if mode.is_some() && command.is_some() {
@@ -398,14 +499,23 @@ impl Decoder {
         if !ok {
             return None;
         }
-        Some(AgentSpec { name: name?, replicas: replicas?, lease: lease?, mode, command, pos: node.pos })
+        Some(AgentSpec {
+            name: name?,
+            replicas: replicas?,
+            lease: lease?,
+            mode,
+            command,
+            pos: node.pos,
+        })
     }
 
     fn step(&mut self, node: &Node) -> Option<Step> {
         let mut allowed: Vec<&str> = STEP_KEYS.to_vec();
         allowed.extend_from_slice(ACTION_KEYS);
         let f = self.fields(node, "a fault step", &allowed)?;
-        let at = self.required(&f, node.pos, "at", "a fault step").and_then(|n| self.duration(n, "`at`"));
+        let at = self
+            .required(&f, node.pos, "at", "a fault step")
+            .and_then(|n| self.duration(n, "`at`"));
         let id = match f.get("id") {
             Some(n) => {
                 let id = self.string(n, "`id`");
@@ -422,15 +532,32 @@ impl Decoder {
             Some(n) => Some(self.duration(n, "`for`")?),
             None => None,
         };
-        let actions: Vec<&str> = ACTION_KEYS.iter().copied().filter(|k| f.get(k).is_some()).collect();
+        let actions: Vec<&str> = ACTION_KEYS
+            .iter()
+            .copied()
+            .filter(|k| f.get(k).is_some())
+            .collect();
         let key = match actions.as_slice() {
             [one] => *one,
             [] => {
-                self.problem(node.pos, format!("a fault step has no action; expected one of {}", expected_list(ACTION_KEYS)));
+                self.problem(
+                    node.pos,
+                    format!(
+                        "a fault step has no action; expected one of {}",
+                        expected_list(ACTION_KEYS)
+                    ),
+                );
                 return None;
             }
             many => {
-                self.problem(node.pos, format!("a fault step has {} actions ({}); expected exactly one per step", many.len(), expected_list(many)));
+                self.problem(
+                    node.pos,
+                    format!(
+                        "a fault step has {} actions ({}); expected exactly one per step",
+                        many.len(),
+                        expected_list(many)
+                    ),
+                );
                 return None;
             }
         };
@@ -448,13 +575,20 @@ impl Decoder {
                         return None;
                     }
                 };
-                if key == "api-server" { Action::ApiServer(op) } else { Action::Etcd(op) }
+                if key == "api-server" {
+                    Action::ApiServer(op)
+                } else {
+                    Action::Etcd(op)
+                }
             }
             "partition" => Action::Partition(self.partition(value, &mut target_pos)?),
             "heal" => match &value.value {
                 Value::Str(s) if s == "all" => Action::Heal(Heal),
                 other => {
-                    self.problem(value.pos, format!("`heal` is {}; expected `heal: all`", other.kind()));
+                    self.problem(
+                        value.pos,
+                        format!("`heal` is {}; expected `heal: all`", other.kind()),
+                    );
                     return None;
                 }
             },
@@ -469,47 +603,76 @@ impl Decoder {
             }
             "delete-pods" => {
                 let df = self.fields(value, "`delete-pods`", &["namespace", "selector"])?;
-                let ns = self.required(&df, value.pos, "namespace", "`delete-pods`").and_then(|n| self.string(n, "`delete-pods.namespace`"));
-                let sel = self.required(&df, value.pos, "selector", "`delete-pods`").and_then(|n| self.string(n, "`delete-pods.selector`"));
+                let ns = self
+                    .required(&df, value.pos, "namespace", "`delete-pods`")
+                    .and_then(|n| self.string(n, "`delete-pods.namespace`"));
+                let sel = self
+                    .required(&df, value.pos, "selector", "`delete-pods`")
+                    .and_then(|n| self.string(n, "`delete-pods.selector`"));
                 if let (Some(s), Some(n)) = (&sel, df.get("selector")) {
                     if let Err(e) = crate::selector::parse(s) {
                         self.problem(n.pos, format!("`delete-pods.selector`: {e}; expected a label selector like `component=kube-scheduler`"));
                         return None;
                     }
                 }
-                Action::DeletePods(DeletePods { namespace: ns?, selector: sel? })
+                Action::DeletePods(DeletePods {
+                    namespace: ns?,
+                    selector: sel?,
+                })
             }
             "recover" => {
                 let rf = self.fields(value, "`recover`", &["pod-from", "node", "cleanup"])?;
-                let from = self.required(&rf, value.pos, "pod-from", "`recover`").and_then(|n| self.string(n, "`recover.pod-from`"));
+                let from = self
+                    .required(&rf, value.pos, "pod-from", "`recover`")
+                    .and_then(|n| self.string(n, "`recover.pod-from`"));
                 if let (Some(s), Some(n)) = (&from, rf.get("pod-from")) {
                     if s.split('/').count() != 3 || s.split('/').any(str::is_empty) {
                         self.problem(n.pos, format!("`recover.pod-from` `{s}` is not NAMESPACE/KIND/NAME; expected for example `kube-system/deployment/kube-scheduler`"));
                         return None;
                     }
                 }
-                let node_name = self.required(&rf, value.pos, "node", "`recover`").and_then(|n| self.string(n, "`recover.node`"));
+                let node_name = self
+                    .required(&rf, value.pos, "node", "`recover`")
+                    .and_then(|n| self.string(n, "`recover.node`"));
                 let cleanup = match rf.get("cleanup") {
                     Some(n) => self.boolean(n, "`recover.cleanup`"),
                     None => Some(false),
                 };
-                Action::Recover(Recover { pod_from: from?, node: node_name?, cleanup: cleanup? })
+                Action::Recover(Recover {
+                    pod_from: from?,
+                    node: node_name?,
+                    cleanup: cleanup?,
+                })
             }
             "bind" => {
                 let bf = self.fields(value, "`bind`", &["pod", "node"])?;
-                let pod = self.required(&bf, value.pos, "pod", "`bind`").and_then(|n| self.string(n, "`bind.pod`"));
+                let pod = self
+                    .required(&bf, value.pos, "pod", "`bind`")
+                    .and_then(|n| self.string(n, "`bind.pod`"));
                 if let (Some(p), Some(n)) = (&pod, bf.get("pod")) {
                     if parse_namespaced(p).is_none() {
                         self.problem(n.pos, format!("`bind.pod` `{p}` is not NAMESPACE/NAME; expected for example `kube-system/kube-scheduler-abcde`"));
                         return None;
                     }
                 }
-                let node_name = self.required(&bf, value.pos, "node", "`bind`").and_then(|n| self.string(n, "`bind.node`"));
-                Action::Bind(Bind { pod: pod?, node: node_name? })
+                let node_name = self
+                    .required(&bf, value.pos, "node", "`bind`")
+                    .and_then(|n| self.string(n, "`bind.node`"));
+                Action::Bind(Bind {
+                    pod: pod?,
+                    node: node_name?,
+                })
             }
             _ => unreachable!("ACTION_KEYS covers every key"),
         };
-        Some(Step { at: at?, id, for_, action, pos: node.pos, target_pos })
+        Some(Step {
+            at: at?,
+            id,
+            for_,
+            action,
+            pos: node.pos,
+            target_pos,
+        })
     }
 
     fn partition(&mut self, node: &Node, target_pos: &mut Vec<Pos>) -> Option<Partition> {
@@ -518,14 +681,29 @@ impl Decoder {
                 let a = self.target(&items[0], "`partition`");
                 let b = self.target(&items[1], "`partition`");
                 target_pos.extend([items[0].pos, items[1].pos]);
-                Some(Partition { a: a?, b: b?, oneway: false })
+                Some(Partition {
+                    a: a?,
+                    b: b?,
+                    oneway: false,
+                })
             }
             Value::Map(_) => {
                 let f = self.fields(node, "`partition`", &["from", "to"])?;
-                let a = self.required(&f, node.pos, "from", "`partition`").and_then(|n| self.target(n, "`partition.from`"));
-                let b = self.required(&f, node.pos, "to", "`partition`").and_then(|n| self.target(n, "`partition.to`"));
-                target_pos.extend([f.get("from").map(|n| n.pos).unwrap_or(node.pos), f.get("to").map(|n| n.pos).unwrap_or(node.pos)]);
-                Some(Partition { a: a?, b: b?, oneway: true })
+                let a = self
+                    .required(&f, node.pos, "from", "`partition`")
+                    .and_then(|n| self.target(n, "`partition.from`"));
+                let b = self
+                    .required(&f, node.pos, "to", "`partition`")
+                    .and_then(|n| self.target(n, "`partition.to`"));
+                target_pos.extend([
+                    f.get("from").map(|n| n.pos).unwrap_or(node.pos),
+                    f.get("to").map(|n| n.pos).unwrap_or(node.pos),
+                ]);
+                Some(Partition {
+                    a: a?,
+                    b: b?,
+                    oneway: true,
+                })
             }
             other => {
                 self.problem(node.pos, format!("`partition` is {}; expected two targets `[A, B]` or one way `{{from: A, to: B}}`", match other {
@@ -539,15 +717,32 @@ impl Decoder {
 
     fn invariant(&mut self, node: &Node) -> Option<Invariant> {
         let f = self.fields(node, "an invariant", INVARIANT_KEYS)?;
-        let keys: Vec<&str> = INVARIANT_KEYS.iter().copied().filter(|k| f.get(k).is_some()).collect();
+        let keys: Vec<&str> = INVARIANT_KEYS
+            .iter()
+            .copied()
+            .filter(|k| f.get(k).is_some())
+            .collect();
         let key = match keys.as_slice() {
             [one] => *one,
             [] => {
-                self.problem(node.pos, format!("an invariant is empty; expected one of {}", expected_list(INVARIANT_KEYS)));
+                self.problem(
+                    node.pos,
+                    format!(
+                        "an invariant is empty; expected one of {}",
+                        expected_list(INVARIANT_KEYS)
+                    ),
+                );
                 return None;
             }
             many => {
-                self.problem(node.pos, format!("an entry of `expect` has {} invariants ({}); expected one per entry", many.len(), expected_list(many)));
+                self.problem(
+                    node.pos,
+                    format!(
+                        "an entry of `expect` has {} invariants ({}); expected one per entry",
+                        many.len(),
+                        expected_list(many)
+                    ),
+                );
                 return None;
             }
         };
@@ -556,40 +751,68 @@ impl Decoder {
         match key {
             "leader-reacquired" => {
                 let g = self.fields(value, &what, &["lease", "within", "after"])?;
-                let lease = self.required(&g, value.pos, "lease", &what).and_then(|n| self.lease(n, "`leader-reacquired.lease`"));
-                let within = self.required(&g, value.pos, "within", &what).and_then(|n| self.duration(n, "`within`"));
+                let lease = self
+                    .required(&g, value.pos, "lease", &what)
+                    .and_then(|n| self.lease(n, "`leader-reacquired.lease`"));
+                let within = self
+                    .required(&g, value.pos, "within", &what)
+                    .and_then(|n| self.duration(n, "`within`"));
                 let after = self.after(&g)?;
-                Some(Invariant::LeaderReacquired(LeaderReacquired { lease: lease?, within: within?, after }))
+                Some(Invariant::LeaderReacquired(LeaderReacquired {
+                    lease: lease?,
+                    within: within?,
+                    after,
+                }))
             }
             "schedulable" => {
                 let g = self.fields(value, &what, &["within", "after"])?;
-                let within = self.required(&g, value.pos, "within", &what).and_then(|n| self.duration(n, "`within`"));
+                let within = self
+                    .required(&g, value.pos, "within", &what)
+                    .and_then(|n| self.duration(n, "`within`"));
                 let after = self.after(&g)?;
-                Some(Invariant::Schedulable(Schedulable { within: within?, after }))
+                Some(Invariant::Schedulable(Schedulable {
+                    within: within?,
+                    after,
+                }))
             }
             "unschedulable" => {
                 let g = self.fields(value, &what, &["for", "after"])?;
-                let for_ = self.required(&g, value.pos, "for", &what).and_then(|n| self.duration(n, "`for`"));
+                let for_ = self
+                    .required(&g, value.pos, "for", &what)
+                    .and_then(|n| self.duration(n, "`for`"));
                 let after = self.after(&g)?;
-                Some(Invariant::Unschedulable(Unschedulable { for_: for_?, after }))
+                Some(Invariant::Unschedulable(Unschedulable {
+                    for_: for_?,
+                    after,
+                }))
             }
             "single-leader" => {
                 let g = self.fields(value, &what, &["lease"])?;
-                let lease = self.required(&g, value.pos, "lease", &what).and_then(|n| self.lease(n, "`single-leader.lease`"));
+                let lease = self
+                    .required(&g, value.pos, "lease", &what)
+                    .and_then(|n| self.lease(n, "`single-leader.lease`"));
                 Some(Invariant::SingleLeader(SingleLeader { lease: lease? }))
             }
             "available" => {
                 let g = self.fields(value, &what, &["deployment", "within", "after"])?;
-                let dep = self.required(&g, value.pos, "deployment", &what).and_then(|n| self.string(n, "`available.deployment`"));
+                let dep = self
+                    .required(&g, value.pos, "deployment", &what)
+                    .and_then(|n| self.string(n, "`available.deployment`"));
                 if let (Some(d), Some(n)) = (&dep, g.get("deployment")) {
                     if parse_namespaced(d).is_none() {
                         self.problem(n.pos, format!("`available.deployment` `{d}` is not NAMESPACE/NAME; expected for example `kube-system/kube-scheduler`"));
                         return None;
                     }
                 }
-                let within = self.required(&g, value.pos, "within", &what).and_then(|n| self.duration(n, "`within`"));
+                let within = self
+                    .required(&g, value.pos, "within", &what)
+                    .and_then(|n| self.duration(n, "`within`"));
                 let after = self.after(&g)?;
-                Some(Invariant::Available(Available { deployment: dep?, within: within?, after }))
+                Some(Invariant::Available(Available {
+                    deployment: dep?,
+                    within: within?,
+                    after,
+                }))
             }
             _ => unreachable!("INVARIANT_KEYS covers every key"),
         }
@@ -607,14 +830,20 @@ impl Decoder {
 /// `NAMESPACE/NAME` with both parts non-empty DNS-ish names.
 pub fn parse_namespaced(text: &str) -> Option<(String, String)> {
     let (ns, name) = text.split_once('/')?;
-    let ok = |s: &str| !s.is_empty() && s.len() <= 253 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
     (ok(ns) && ok(name) && !name.contains('/')).then(|| (ns.to_owned(), name.to_owned()))
 }
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -626,10 +855,9 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         match s {
             None => Ok(Selector::All),
             Some("leader") => Ok(Selector::Leader),
-            Some(n) => n
-                .parse::<u32>()
-                .map(Selector::Index)
-                .map_err(|_| format!("`{text}`: `{n}` is not a replica number or `leader`; {EXPECTED}")),
+            Some(n) => n.parse::<u32>().map(Selector::Index).map_err(|_| {
+                format!("`{text}`: `{n}` is not a replica number or `leader`; {EXPECTED}")
+            }),
         }
     };
     let mut parts = text.splitn(3, '/');
@@ -640,19 +868,35 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         "api-server" if second.is_none() => Ok(Target::ApiServer),
         "etcd" if second.is_none() => Ok(Target::Etcd),
         "agent" => {
-            let name = second.filter(|n| is_dns_label(n)).ok_or_else(|| format!("`{text}` names no agent group; {EXPECTED}"))?;
+            let name = second
+                .filter(|n| is_dns_label(n))
+                .ok_or_else(|| format!("`{text}` names no agent group; {EXPECTED}"))?;
             Ok(Target::Agent(name.to_owned(), selector(third)?))
         }
         "node" => {
-            let name = second.filter(|n| !n.is_empty() && third.is_none()).ok_or_else(|| format!("`{text}` names no node; {EXPECTED}"))?;
+            let name = second
+                .filter(|n| !n.is_empty() && third.is_none())
+                .ok_or_else(|| format!("`{text}` names no node; {EXPECTED}"))?;
             Ok(Target::Node(name.to_owned()))
         }
         c => match Component::from_name(c) {
-            Some(component) if third.is_none() => Ok(Target::Component(component, selector(second)?)),
+            Some(component) if third.is_none() => {
+                Ok(Target::Component(component, selector(second)?))
+            }
             _ => {
-                let hint = suggest(c, &["api-server", "etcd", "kube-scheduler", "kube-controller-manager", "agent", "node"])
-                    .map(|s| format!(" (did you mean `{s}`?)"))
-                    .unwrap_or_default();
+                let hint = suggest(
+                    c,
+                    &[
+                        "api-server",
+                        "etcd",
+                        "kube-scheduler",
+                        "kube-controller-manager",
+                        "agent",
+                        "node",
+                    ],
+                )
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
                 Err(format!("unknown target `{text}`{hint}; {EXPECTED}"))
             }
         },

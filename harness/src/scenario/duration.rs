@@ -18,7 +18,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         }
         let number = &text[start..i];
         if number.is_empty() {
-            return Err(format!("`{text}` is not a duration (a number must come before each unit)"));
+            return Err(format!(
+                "`{text}` is not a duration (a number must come before each unit)"
+            ));
         }
         let value: f64 = number
             .parse()
@@ -51,7 +53,11 @@ pub fn human(d: Duration) -> String {
     }
     if ms < 60_000 {
         let s = ms as f64 / 1000.0;
-        return if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{s:.1}s") };
+        return if ms.is_multiple_of(1000) {
+            format!("{}s", ms / 1000)
+        } else {
+            format!("{s:.1}s")
+        };
     }
     let h = ms / 3_600_000;
     let m = (ms % 3_600_000) / 60_000;

@@ -28,7 +28,14 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.path.display(), self.pos.line.max(1), self.pos.col.max(1), self.message)
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path.display(),
+            self.pos.line.max(1),
+            self.pos.col.max(1),
+            self.message
+        )
     }
 }
 
@@ -87,12 +94,18 @@ pub fn resolve(name_or_path: &str) -> Result<PathBuf, LoadError> {
         }
         tried.remove(0);
     }
-    Err(LoadError::NotFound { name: name_or_path.to_owned(), tried })
+    Err(LoadError::NotFound {
+        name: name_or_path.to_owned(),
+        tried,
+    })
 }
 
 /// Read, decode and validate a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, LoadError> {
-    let bytes = read_bounded(path).map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
+    let bytes = read_bounded(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse(path, &bytes)
 }
 
@@ -100,13 +113,18 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
-    file.take(yaml::MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    file.take(yaml::MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
 /// Decode and validate scenario text (`path` is used for messages and for the name check).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, LoadError> {
-    let diag = |pos: Pos, message: String| Diagnostic { path: path.to_path_buf(), pos, message };
+    let diag = |pos: Pos, message: String| Diagnostic {
+        path: path.to_path_buf(),
+        pos,
+        message,
+    };
     if bytes.len() > yaml::MAX_FILE_BYTES {
         return Err(LoadError::Invalid(vec![diag(
             Pos { line: 1, col: 1 },
@@ -125,10 +143,24 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, LoadError> {
             )]));
         }
     };
+    if let Some(offset) = text.find('\0') {
+        let line = text[..offset].matches('\n').count() as u32 + 1;
+        return Err(LoadError::Invalid(vec![diag(
+            Pos { line, col: 1 },
+            "the file holds binary data (a NUL byte); expected a YAML scenario file".into(),
+        )]));
+    }
     let root = yaml::parse(text).map_err(|e| {
-        LoadError::Invalid(vec![diag(e.pos, format!("not valid YAML: {}; expected a YAML mapping (see `kubechaos schema`)", e.message))])
+        LoadError::Invalid(vec![diag(
+            e.pos,
+            format!(
+                "not valid YAML: {}; expected a YAML mapping (see `kubechaos schema`)",
+                e.message
+            ),
+        )])
     })?;
-    let mut scenario = decode::decode(&root).map_err(|problems| {
+    let mut scenario = decode::decode(&root).map_err(|mut problems| {
+        problems.sort_by_key(|(pos, _)| *pos);
         LoadError::Invalid(problems.into_iter().map(|(pos, m)| diag(pos, m)).collect())
     })?;
     scenario.source.path = path.to_path_buf();
@@ -145,12 +177,61 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, LoadError> {
         Ok(scenario)
     } else {
         problems.sort_by_key(|(pos, _)| *pos);
-        Err(LoadError::Invalid(problems.into_iter().map(|(pos, m)| diag(pos, m)).collect()))
+        Err(LoadError::Invalid(
+            problems.into_iter().map(|(pos, m)| diag(pos, m)).collect(),
+        ))
+    }
+}
+
+/// Remove the `null` alternatives schemars adds for `Option` fields.
+fn drop_null(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            if let Some(Value::Array(types)) = map.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    map.insert("type".into(), only);
+                }
+            }
+            if let Some(Value::Array(alts)) = map.get("anyOf") {
+                let rest: Vec<Value> = alts
+                    .iter()
+                    .filter(|a| a.get("type") != Some(&Value::from("null")))
+                    .cloned()
+                    .collect();
+                if rest.len() == 1 {
+                    map.remove("anyOf");
+                    if let Value::Object(inner) = &rest[0] {
+                        for (k, val) in inner {
+                            map.insert(k.clone(), val.clone());
+                        }
+                    }
+                }
+            }
+            map.values_mut().for_each(drop_null);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null),
+        _ => {}
     }
 }
 
 /// The JSON Schema of scenario files, pretty-printed.
+///
+/// Generated from the model (draft 2020-12). Optional fields are not nullable, because the
+/// decoder does not accept `~` for them; component names are restricted to the known ones.
 pub fn json_schema() -> String {
-    let schema = schemars::schema_for!(Scenario);
-    serde_json::to_string_pretty(&schema).expect("schema serializes") + "\n"
+    let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+    let schema = generator.into_root_schema_for::<Scenario>();
+    let mut value = serde_json::to_value(&schema).expect("schema serializes");
+    drop_null(&mut value);
+    if let Some(obj) = value
+        .pointer_mut("/$defs/Cluster/properties/components")
+        .and_then(|v| v.as_object_mut())
+    {
+        let names: Vec<&str> = Component::ALL.iter().map(|c| c.name()).collect();
+        obj.insert("propertyNames".into(), serde_json::json!({ "enum": names }));
+    }
+    serde_json::to_string_pretty(&value).expect("schema serializes") + "\n"
 }

@@ -60,9 +60,7 @@ pub struct Source {
 #[derive(JsonSchema)]
 #[schemars(transparent)]
 #[allow(dead_code)]
-pub struct DurationText(
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))] String,
-);
+pub struct DurationText(#[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))] String);
 
 /// The cluster a scenario needs.
 #[derive(Clone, Debug, JsonSchema)]
@@ -88,7 +86,12 @@ fn default_nodes() -> u32 {
 
 impl Default for Cluster {
     fn default() -> Self {
-        Cluster { nodes: default_nodes(), components: BTreeMap::new(), self_hosted: false, agents: Vec::new() }
+        Cluster {
+            nodes: default_nodes(),
+            components: BTreeMap::new(),
+            self_hosted: false,
+            agents: Vec::new(),
+        }
     }
 }
 
@@ -121,7 +124,10 @@ impl Component {
 
     /// The Lease the component's replicas compete for (upstream defaults).
     pub fn lease(self) -> LeaseRef {
-        LeaseRef { namespace: "kube-system".into(), name: self.name().into() }
+        LeaseRef {
+            namespace: "kube-system".into(),
+            name: self.name().into(),
+        }
     }
 }
 
@@ -463,14 +469,20 @@ impl fmt::Display for Action {
         match self {
             Action::ApiServer(op) => write!(f, "api-server: {}", op.name()),
             Action::Etcd(op) => write!(f, "etcd: {}", op.name()),
-            Action::Partition(p) if p.oneway => write!(f, "partition: {{from: {}, to: {}}}", p.a, p.b),
+            Action::Partition(p) if p.oneway => {
+                write!(f, "partition: {{from: {}, to: {}}}", p.a, p.b)
+            }
             Action::Partition(p) => write!(f, "partition: [{}, {}]", p.a, p.b),
             Action::Heal(_) => f.write_str("heal: all"),
             Action::Kill(t) => write!(f, "kill: {t}"),
             Action::Remove(t) => write!(f, "remove: {t}"),
             Action::Start(t) => write!(f, "start: {t}"),
             Action::DeletePods(d) => {
-                write!(f, "delete-pods: {{namespace: {}, selector: {}}}", d.namespace, d.selector)
+                write!(
+                    f,
+                    "delete-pods: {{namespace: {}, selector: {}}}",
+                    d.namespace, d.selector
+                )
             }
             Action::Recover(r) => write!(
                 f,

@@ -59,7 +59,12 @@ impl Scenario {
     pub fn group_replicas(&self, target: &Target) -> Option<u32> {
         match target {
             Target::Component(c, _) => self.cluster.components.get(c).map(|s| s.replicas),
-            Target::Agent(name, _) => self.cluster.agents.iter().find(|a| &a.name == name).map(|a| a.replicas),
+            Target::Agent(name, _) => self
+                .cluster
+                .agents
+                .iter()
+                .find(|a| &a.name == name)
+                .map(|a| a.replicas),
             _ => None,
         }
     }
@@ -71,14 +76,31 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
 
     // Agents: unique names, unique leases, none on a component's lease.
     let mut names = BTreeSet::new();
-    let mut leases: BTreeMap<LeaseRef, String> =
-        s.cluster.components.keys().map(|c| (c.lease(), c.name().to_owned())).collect();
+    let mut leases: BTreeMap<LeaseRef, String> = s
+        .cluster
+        .components
+        .keys()
+        .map(|c| (c.lease(), c.name().to_owned()))
+        .collect();
     for a in &s.cluster.agents {
         if RESERVED_GROUPS.contains(&a.name.as_str()) {
-            problems.push((a.pos, format!("agent group name `{}` is reserved; expected a name other than {}", a.name, RESERVED_GROUPS.join(", "))));
+            problems.push((
+                a.pos,
+                format!(
+                    "agent group name `{}` is reserved; expected a name other than {}",
+                    a.name,
+                    RESERVED_GROUPS.join(", ")
+                ),
+            ));
         }
         if !names.insert(a.name.clone()) {
-            problems.push((a.pos, format!("agent group `{}` is defined twice; expected unique names", a.name)));
+            problems.push((
+                a.pos,
+                format!(
+                    "agent group `{}` is defined twice; expected unique names",
+                    a.name
+                ),
+            ));
         }
         if let Some(owner) = leases.insert(a.lease.clone(), format!("agent/{}", a.name)) {
             problems.push((a.pos, format!("lease `{}` of agent `{}` is already used by {owner}; expected one lease per group", a.lease, a.name)));
@@ -90,7 +112,10 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
     for step in &s.faults {
         if let Some(id) = &step.id {
             if !ids.insert(id.clone()) {
-                problems.push((step.pos, format!("step id `{id}` is used twice; expected unique ids")));
+                problems.push((
+                    step.pos,
+                    format!("step id `{id}` is used twice; expected unique ids"),
+                ));
             }
         }
         for (i, target) in step.action.targets().into_iter().enumerate() {
@@ -101,7 +126,13 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
         }
         if let Action::Partition(p) = &step.action {
             if p.a == p.b {
-                problems.push((step.pos, format!("`partition` cuts `{}` off from itself; expected two different targets", p.a)));
+                problems.push((
+                    step.pos,
+                    format!(
+                        "`partition` cuts `{}` off from itself; expected two different targets",
+                        p.a
+                    ),
+                ));
             }
         }
         if step.for_.is_some() && !undoable(&step.action) {
@@ -125,14 +156,36 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 let known = if held.is_empty() {
                     "no component or agent holds any lease in this cluster".to_owned()
                 } else {
-                    format!("leases held here: {}", held.keys().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", "))
+                    format!(
+                        "leases held here: {}",
+                        held.keys()
+                            .map(|l| format!("`{l}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 };
-                problems.push((inv.pos, format!("`{}` judges lease `{lease}`, which no component or agent holds; {known}", inv.value.key())));
+                problems.push((
+                    inv.pos,
+                    format!(
+                        "`{}` judges lease `{lease}`, which no component or agent holds; {known}",
+                        inv.value.key()
+                    ),
+                ));
             }
         }
         if let Some(after) = inv.value.after() {
             if !ids.contains(after) {
-                let known = if ids.is_empty() { "no step has an `id`".to_owned() } else { format!("step ids: {}", ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")) };
+                let known = if ids.is_empty() {
+                    "no step has an `id`".to_owned()
+                } else {
+                    format!(
+                        "step ids: {}",
+                        ids.iter()
+                            .map(|i| format!("`{i}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
                 problems.push((inv.pos, format!("`after: {after}` names no step; expected the `id` of a fault step ({known})")));
             }
         }
@@ -143,7 +196,11 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
         let pos = s.source.duration_pos;
         for step in &s.faults {
             if step.end() > d {
-                let what = if step.for_.is_some() { format!("ends at {}", human(step.end())) } else { format!("is at {}", human(step.at)) };
+                let what = if step.for_.is_some() {
+                    format!("ends at {}", human(step.end()))
+                } else {
+                    format!("is at {}", human(step.at))
+                };
                 problems.push((step.pos, format!("fault `{}` {what}, past the run's end at {} (`duration` at line {}); expected faults inside the run, or a longer `duration`", step.action, human(d), pos.line)));
             }
         }
@@ -179,7 +236,11 @@ fn check_target(s: &Scenario, target: &Target) -> Option<String> {
         Target::Agent(name, sel) => match s.cluster.agents.iter().find(|a| &a.name == name) {
             None => {
                 let known: Vec<String> = s.cluster.agents.iter().map(|a| format!("`agent/{}`", a.name)).collect();
-                Some(format!("target `{target}`: no agent group `{name}`; expected one of {}", if known.is_empty() { "(none defined under `cluster.agents`)".into() } else { known.join(", ") }))
+                Some(if known.is_empty() {
+                    format!("target `{target}`: no agent group `{name}`; expected an agent group defined under `cluster.agents` (there are none)")
+                } else {
+                    format!("target `{target}`: no agent group `{name}`; expected one of {}", known.join(", "))
+                })
             }
             Some(a) => check_index(target, *sel, a.replicas),
         },
@@ -220,4 +281,11 @@ pub fn process_name(group: &str, i: u32) -> String {
 }
 
 /// Group names that agents may not take, because process names would collide.
-pub const RESERVED_GROUPS: &[&str] = &["kube-scheduler", "kube-controller-manager", "node", "api-server", "etcd", "kubechaos"];
+pub const RESERVED_GROUPS: &[&str] = &[
+    "kube-scheduler",
+    "kube-controller-manager",
+    "node",
+    "api-server",
+    "etcd",
+    "kubechaos",
+];

@@ -109,13 +109,19 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float(v as f64)))
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
     }
     fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float(v as f64)))
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
     }
     fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float(v as f64)))
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         Ok(Value::Float(v))
@@ -158,26 +164,9 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Parse a document into a node tree under a strict budget: at most [`MAX_FILE_BYTES`], few
-/// aliases, shallow nesting.
+/// Parse a document into a node tree under a strict budget: few aliases, shallow nesting. The
+/// caller checks size and encoding first.
 pub fn parse(text: &str) -> Result<Node, SyntaxError> {
-    if text.len() > MAX_FILE_BYTES {
-        return Err(SyntaxError {
-            pos: Pos { line: 1, col: 1 },
-            message: format!(
-                "the file is {} bytes; a scenario file is at most {} bytes",
-                text.len(),
-                MAX_FILE_BYTES
-            ),
-        });
-    }
-    if let Some(offset) = text.find('\0') {
-        let line = text[..offset].matches('\n').count() as u32 + 1;
-        return Err(SyntaxError {
-            pos: Pos { line, col: 1 },
-            message: "the file holds binary data (a NUL byte); a scenario file is YAML text".into(),
-        });
-    }
     let mut budget = serde_saphyr::Budget::default();
     budget.max_aliases = 100;
     budget.max_anchors = 100;
@@ -192,10 +181,21 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
         Err(err) => {
             let pos = err
                 .location()
-                .map(|l| Pos { line: l.line() as u32, col: l.column() as u32 })
+                .map(|l| Pos {
+                    line: l.line() as u32,
+                    col: l.column() as u32,
+                })
                 .unwrap_or(Pos { line: 1, col: 1 });
             let message = err.without_snippet().to_string();
-            let message = message.lines().next().unwrap_or("not valid YAML").trim().to_owned();
+            let mut message = message
+                .lines()
+                .next()
+                .unwrap_or("not valid YAML")
+                .trim()
+                .to_owned();
+            if message.contains("budget breached") {
+                message = format!("the document is too large once its aliases are expanded or too deeply nested ({message}); a scenario file needs neither");
+            }
             Err(SyntaxError { pos, message })
         }
     }

@@ -46,7 +46,9 @@ impl ApiServer {
                     let this = this.clone();
                     async move { Ok::<_, Infallible>(this.handle(req).await) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             });
         }
     }
@@ -55,54 +57,94 @@ impl ApiServer {
         let (parts, body) = req.into_parts();
         let body = match body.collect().await {
             Ok(b) => b.to_bytes(),
-            Err(_) => return status(StatusCode::BAD_REQUEST, "BadRequest", "could not read the body"),
+            Err(_) => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "could not read the body",
+                )
+            }
         };
         if !self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
             tokio::time::sleep(ETCD_TIMEOUT).await;
-            return status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "etcdserver: request timed out");
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "etcdserver: request timed out",
+            );
         }
         let query = parts.uri.query().unwrap_or("").to_owned();
         let path = parts.uri.path().trim_matches('/').to_owned();
         self.route(&parts.method, &path, &query, &body)
     }
 
-    fn route(&self, method: &Method, path: &str, query: &str, body: &[u8]) -> Response<Full<Bytes>> {
+    fn route(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &str,
+        body: &[u8],
+    ) -> Response<Full<Bytes>> {
         let Some((r, ns, name, sub)) = parse_path(path) else {
-            return status(StatusCode::NOT_FOUND, "NotFound", &format!("the server could not find the requested resource ({path})"));
+            return status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &format!("the server could not find the requested resource ({path})"),
+            );
         };
-        let parse_body = || serde_json::from_slice::<Value>(body).map_err(|e| format!("invalid JSON body: {e}"));
+        let parse_body =
+            || serde_json::from_slice::<Value>(body).map_err(|e| format!("invalid JSON body: {e}"));
         let mut store = self.store.lock().expect("store lock");
         let ns_str = ns.as_deref().unwrap_or("");
-        let result: Result<(StatusCode, Value), StoreError> = match (method, name.as_deref(), sub.as_deref()) {
-            (&Method::GET, None, None) => Ok((StatusCode::OK, list(&store, r, ns.as_deref(), query))),
-            (&Method::GET, Some(n), None | Some("status")) => store
-                .get(r, ns_str, n)
-                .cloned()
-                .map(|o| (StatusCode::OK, o))
-                .ok_or_else(|| StoreError::NotFound(format!("{} \"{n}\" not found", r.plural))),
-            (&Method::POST, None, None) => match parse_body() {
-                Ok(obj) => {
-                    let now = self.clock.wall().to_string();
-                    store.create(r, ns_str, obj, &now).map(|o| (StatusCode::CREATED, o))
+        let result: Result<(StatusCode, Value), StoreError> =
+            match (method, name.as_deref(), sub.as_deref()) {
+                (&Method::GET, None, None) => {
+                    Ok((StatusCode::OK, list(&store, r, ns.as_deref(), query)))
                 }
-                Err(e) => Err(StoreError::BadRequest(e)),
-            },
-            (&Method::POST, Some(n), Some("binding")) if r.plural == "pods" => match parse_body() {
-                Ok(b) => match b.pointer("/target/name").and_then(Value::as_str) {
-                    Some(node) => store.bind(ns_str, n, node).map(|o| (StatusCode::CREATED, o)),
-                    None => Err(StoreError::BadRequest("binding has no target.name".into())),
+                (&Method::GET, Some(n), None | Some("status")) => store
+                    .get(r, ns_str, n)
+                    .cloned()
+                    .map(|o| (StatusCode::OK, o))
+                    .ok_or_else(|| StoreError::NotFound(format!("{} \"{n}\" not found", r.plural))),
+                (&Method::POST, None, None) => match parse_body() {
+                    Ok(obj) => {
+                        let now = self.clock.wall().to_string();
+                        store
+                            .create(r, ns_str, obj, &now)
+                            .map(|o| (StatusCode::CREATED, o))
+                    }
+                    Err(e) => Err(StoreError::BadRequest(e)),
                 },
-                Err(e) => Err(StoreError::BadRequest(e)),
-            },
-            (&Method::PUT, Some(n), None | Some("status")) => match parse_body() {
-                Ok(obj) => store.update(r, ns_str, n, obj, sub.is_some()).map(|o| (StatusCode::OK, o)),
-                Err(e) => Err(StoreError::BadRequest(e)),
-            },
-            (&Method::DELETE, Some(n), None) => store.delete(r, ns_str, n).map(|o| (StatusCode::OK, o)),
-            _ => {
-                return status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &format!("{method} is not supported on {path} by the simulated API server"));
-            }
-        };
+                (&Method::POST, Some(n), Some("binding")) if r.plural == "pods" => {
+                    match parse_body() {
+                        Ok(b) => match b.pointer("/target/name").and_then(Value::as_str) {
+                            Some(node) => store
+                                .bind(ns_str, n, node)
+                                .map(|o| (StatusCode::CREATED, o)),
+                            None => {
+                                Err(StoreError::BadRequest("binding has no target.name".into()))
+                            }
+                        },
+                        Err(e) => Err(StoreError::BadRequest(e)),
+                    }
+                }
+                (&Method::PUT, Some(n), None | Some("status")) => match parse_body() {
+                    Ok(obj) => store
+                        .update(r, ns_str, n, obj, sub.is_some())
+                        .map(|o| (StatusCode::OK, o)),
+                    Err(e) => Err(StoreError::BadRequest(e)),
+                },
+                (&Method::DELETE, Some(n), None) => {
+                    store.delete(r, ns_str, n).map(|o| (StatusCode::OK, o))
+                }
+                _ => {
+                    return status(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "MethodNotAllowed",
+                        &format!("{method} is not supported on {path} by the simulated API server"),
+                    );
+                }
+            };
         match result {
             Ok((code, obj)) => json_response(code, &obj),
             Err(StoreError::NotFound(m)) => status(StatusCode::NOT_FOUND, "NotFound", &m),
@@ -113,10 +155,23 @@ impl ApiServer {
     }
 }
 
-/// `(resource, namespace, name, subresource)` of a request path.
-fn parse_path(path: &str) -> Option<(&'static Resource, Option<String>, Option<String>, Option<String>)> {
+/// What a request path names: resource, namespace, name, subresource.
+type PathParts = (
+    &'static Resource,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// Parse a request path.
+fn parse_path(path: &str) -> Option<PathParts> {
     for r in RESOURCES {
-        let Some(rest) = path.strip_prefix(r.prefix).and_then(|p| p.strip_prefix('/')) else { continue };
+        let Some(rest) = path
+            .strip_prefix(r.prefix)
+            .and_then(|p| p.strip_prefix('/'))
+        else {
+            continue;
+        };
         let parts: Vec<&str> = rest.split('/').collect();
         let (ns, rest) = match parts.as_slice() {
             ["namespaces", ns, rest @ ..] if r.namespaced => (Some(ns.to_string()), rest),
@@ -124,8 +179,12 @@ fn parse_path(path: &str) -> Option<(&'static Resource, Option<String>, Option<S
         };
         match rest {
             [plural] if *plural == r.plural => return Some((r, ns, None, None)),
-            [plural, name] if *plural == r.plural => return Some((r, ns, Some(name.to_string()), None)),
-            [plural, name, sub] if *plural == r.plural => return Some((r, ns, Some(name.to_string()), Some(sub.to_string()))),
+            [plural, name] if *plural == r.plural => {
+                return Some((r, ns, Some(name.to_string()), None))
+            }
+            [plural, name, sub] if *plural == r.plural => {
+                return Some((r, ns, Some(name.to_string()), Some(sub.to_string())))
+            }
             _ => {}
         }
     }
@@ -158,7 +217,9 @@ fn percent_decode(s: &str) -> String {
 }
 
 fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Value {
-    let label_sel = query_param(query, "labelSelector").and_then(|s| crate::selector::parse(&s).ok()).unwrap_or_default();
+    let label_sel = query_param(query, "labelSelector")
+        .and_then(|s| crate::selector::parse(&s).ok())
+        .unwrap_or_default();
     let field_sel = query_param(query, "fieldSelector").unwrap_or_default();
     let items: Vec<Value> = store
         .list(r, ns)
@@ -196,7 +257,9 @@ fn json_response(code: StatusCode, body: &Value) -> Response<Full<Bytes>> {
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(serde_json::to_vec(body).expect("json"))))
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(body).expect("json"),
+        )))
         .expect("response")
 }
 
@@ -213,12 +276,19 @@ mod tests {
 
     #[test]
     fn paths_parse() {
-        let (r, ns, name, sub) = parse_path("api/v1/namespaces/kube-system/pods/p/binding").unwrap();
-        assert_eq!((r.plural, ns.as_deref(), name.as_deref(), sub.as_deref()), ("pods", Some("kube-system"), Some("p"), Some("binding")));
+        let (r, ns, name, sub) =
+            parse_path("api/v1/namespaces/kube-system/pods/p/binding").unwrap();
+        assert_eq!(
+            (r.plural, ns.as_deref(), name.as_deref(), sub.as_deref()),
+            ("pods", Some("kube-system"), Some("p"), Some("binding"))
+        );
         let (r, ns, name, _) = parse_path("apis/coordination.k8s.io/v1/leases").unwrap();
         assert_eq!((r.plural, ns, name), ("leases", None, None));
         let (r, _, name, sub) = parse_path("api/v1/nodes/node-0/status").unwrap();
-        assert_eq!((r.plural, name.as_deref(), sub.as_deref()), ("nodes", Some("node-0"), Some("status")));
+        assert_eq!(
+            (r.plural, name.as_deref(), sub.as_deref()),
+            ("nodes", Some("node-0"), Some("status"))
+        );
         assert!(parse_path("api/v1/secrets").is_none());
     }
 

@@ -42,7 +42,11 @@ pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
 pub async fn run(p: Proc) {
     let inc = p.start();
     let client = p.client();
-    let mut elector = p.elector(client.clone(), &Component::KubeControllerManager.lease(), inc);
+    let mut elector = p.elector(
+        client.clone(),
+        &Component::KubeControllerManager.lease(),
+        inc,
+    );
     elector.run(controllers(client)).await;
     p.exit("exited: leaderelection lost (upstream exits with status 1)");
 }
@@ -73,11 +77,22 @@ fn template_hash(template: &Value) -> String {
     for b in text.bytes() {
         h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
-    format!("{h:08x}").chars().map(|c| if c.is_ascii_digit() { (b'b' + (c as u8 - b'0')) as char } else { c }).collect()
+    format!("{h:08x}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_digit() {
+                (b'b' + (c as u8 - b'0')) as char
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 fn owned_by(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, uid: &str) -> bool {
-    meta.owner_references.as_ref().is_some_and(|o| o.iter().any(|r| r.uid == uid))
+    meta.owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.uid == uid))
 }
 
 fn owner_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
@@ -92,22 +107,40 @@ fn pod_ready(p: &Pod) -> bool {
 }
 
 async fn sync_deployments(client: &kube::Client) -> Result<(), kube::Error> {
-    let deployments = Api::<Deployment>::all(client.clone()).list(&ListParams::default()).await?;
+    let deployments = Api::<Deployment>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     if deployments.items.is_empty() {
         return Ok(());
     }
-    let replicasets = Api::<ReplicaSet>::all(client.clone()).list(&ListParams::default()).await?;
-    let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await?;
+    let replicasets = Api::<ReplicaSet>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     for d in &deployments.items {
-        let (Some(name), Some(ns), Some(uid)) = (d.metadata.name.clone(), d.metadata.namespace.clone(), d.metadata.uid.clone()) else { continue };
+        let (Some(name), Some(ns), Some(uid)) = (
+            d.metadata.name.clone(),
+            d.metadata.namespace.clone(),
+            d.metadata.uid.clone(),
+        ) else {
+            continue;
+        };
         let spec = d.spec.clone();
         let template = serde_json::to_value(&spec.template).unwrap_or(Value::Null);
         let hash = template_hash(&template);
         let rs_name = format!("{name}-{hash}");
         let rs_api = Api::<ReplicaSet>::namespaced(client.clone(), &ns);
-        let owned: Vec<&ReplicaSet> = replicasets.items.iter().filter(|rs| owned_by(&rs.metadata, &uid)).collect();
+        let owned: Vec<&ReplicaSet> = replicasets
+            .items
+            .iter()
+            .filter(|rs| owned_by(&rs.metadata, &uid))
+            .collect();
         let replicas = spec.replicas.unwrap_or(1);
-        let current = owned.iter().find(|rs| rs.metadata.name.as_deref() == Some(rs_name.as_str()));
+        let current = owned
+            .iter()
+            .find(|rs| rs.metadata.name.as_deref() == Some(rs_name.as_str()));
         match current {
             None => {
                 let mut template = template.clone();
@@ -125,19 +158,38 @@ async fn sync_deployments(client: &kube::Client) -> Result<(), kube::Error> {
             Some(rs) if rs.spec.replicas != Some(replicas) => {
                 let mut rs = (*rs).clone();
                 rs.spec.replicas = Some(replicas);
-                rs_api.replace(&rs_name, &PostParams::default(), &rs).await?;
+                rs_api
+                    .replace(&rs_name, &PostParams::default(), &rs)
+                    .await?;
             }
             Some(_) => {}
         }
-        for old in owned.iter().filter(|rs| rs.metadata.name.as_deref() != Some(rs_name.as_str())) {
-            let _ = rs_api.delete(old.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()).await;
+        for old in owned
+            .iter()
+            .filter(|rs| rs.metadata.name.as_deref() != Some(rs_name.as_str()))
+        {
+            let _ = rs_api
+                .delete(
+                    old.metadata.name.as_deref().unwrap_or_default(),
+                    &DeleteParams::default(),
+                )
+                .await;
         }
         // Status: pods of the current ReplicaSet that are Ready.
         let rs_uid = current.and_then(|rs| rs.metadata.uid.clone());
         let available = rs_uid
-            .map(|u| pods.items.iter().filter(|p| owned_by(&p.metadata, &u) && pod_ready(p)).count() as i32)
+            .map(|u| {
+                pods.items
+                    .iter()
+                    .filter(|p| owned_by(&p.metadata, &u) && pod_ready(p))
+                    .count() as i32
+            })
             .unwrap_or(0);
-        let have = d.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0);
+        let have = d
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0);
         let have_replicas = d.status.as_ref().and_then(|s| s.replicas);
         if have != available || have_replicas != Some(replicas) {
             let mut d = d.clone();
@@ -146,22 +198,37 @@ async fn sync_deployments(client: &kube::Client) -> Result<(), kube::Error> {
             status.ready_replicas = Some(available);
             status.replicas = Some(replicas);
             let api = Api::<Deployment>::namespaced(client.clone(), &ns);
-            api.replace_status(&name, &PostParams::default(), &d).await?;
+            api.replace_status(&name, &PostParams::default(), &d)
+                .await?;
         }
     }
     Ok(())
 }
 
 async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
-    let replicasets = Api::<ReplicaSet>::all(client.clone()).list(&ListParams::default()).await?;
+    let replicasets = Api::<ReplicaSet>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     if replicasets.items.is_empty() {
         return Ok(());
     }
-    let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await?;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     for rs in &replicasets.items {
-        let (Some(name), Some(ns), Some(uid)) = (rs.metadata.name.clone(), rs.metadata.namespace.clone(), rs.metadata.uid.clone()) else { continue };
+        let (Some(name), Some(ns), Some(uid)) = (
+            rs.metadata.name.clone(),
+            rs.metadata.namespace.clone(),
+            rs.metadata.uid.clone(),
+        ) else {
+            continue;
+        };
         let want = rs.spec.replicas.unwrap_or(1).max(0) as usize;
-        let mut owned: Vec<&Pod> = pods.items.iter().filter(|p| owned_by(&p.metadata, &uid)).collect();
+        let mut owned: Vec<&Pod> = pods
+            .items
+            .iter()
+            .filter(|p| owned_by(&p.metadata, &uid))
+            .collect();
         owned.sort_by_key(|p| p.metadata.name.clone());
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
         if owned.len() < want {
@@ -180,7 +247,12 @@ async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
             }
         } else {
             for extra in owned.iter().skip(want) {
-                let _ = api.delete(extra.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()).await;
+                let _ = api
+                    .delete(
+                        extra.metadata.name.as_deref().unwrap_or_default(),
+                        &DeleteParams::default(),
+                    )
+                    .await;
             }
         }
     }
@@ -196,16 +268,24 @@ struct NodeLifecycle {
 impl NodeLifecycle {
     async fn monitor(&mut self, client: &kube::Client) -> Result<(), kube::Error> {
         let now = Instant::now();
-        let leases = Api::<Lease>::namespaced(client.clone(), "kube-node-lease").list(&ListParams::default()).await?;
+        let leases = Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+            .list(&ListParams::default())
+            .await?;
         for l in &leases.items {
             let name = l.metadata.name.clone().unwrap_or_default();
-            let renew = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0.to_string());
+            let renew = l
+                .spec
+                .as_ref()
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| t.0.to_string());
             let entry = self.probe.entry(name).or_insert((renew.clone(), now));
             if entry.0 != renew {
                 *entry = (renew, now);
             }
         }
-        let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?;
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await?;
         let api = Api::<Node>::all(client.clone());
         for node in &nodes.items {
             let name = node.metadata.name.clone().unwrap_or_default();
@@ -218,10 +298,18 @@ impl NodeLifecycle {
                 .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
                 .map(|c| c.status.clone())
                 .unwrap_or_default();
-            let tainted = node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| ts.iter().any(|t| t.key == UNREACHABLE_TAINT));
+            let tainted = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| ts.iter().any(|t| t.key == UNREACHABLE_TAINT));
             if stale && ready != "Unknown" {
                 let mut n = node.clone();
-                let conditions = n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+                let conditions = n
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .conditions
+                    .get_or_insert_with(Vec::new);
                 conditions.retain(|c| c.type_ != "Ready");
                 conditions.push(NodeCondition {
                     type_: "Ready".into(),
@@ -230,15 +318,20 @@ impl NodeLifecycle {
                     message: Some("Kubelet stopped posting node status.".into()),
                     ..NodeCondition::default()
                 });
-                api.replace_status(&name, &PostParams::default(), &n).await?;
+                api.replace_status(&name, &PostParams::default(), &n)
+                    .await?;
             }
             if stale && !tainted {
                 let mut n = api.get(&name).await?;
-                n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(Taint {
-                    key: UNREACHABLE_TAINT.into(),
-                    effect: "NoSchedule".into(),
-                    ..Taint::default()
-                });
+                n.spec
+                    .get_or_insert_with(Default::default)
+                    .taints
+                    .get_or_insert_with(Vec::new)
+                    .push(Taint {
+                        key: UNREACHABLE_TAINT.into(),
+                        effect: "NoSchedule".into(),
+                        ..Taint::default()
+                    });
                 api.replace(&name, &PostParams::default(), &n).await?;
             }
             if !stale && ready == "True" && tainted {

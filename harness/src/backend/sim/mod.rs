@@ -51,7 +51,10 @@ pub struct SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { seed: 1, tick: Duration::from_millis(20) }
+        SimOptions {
+            seed: 1,
+            tick: Duration::from_millis(20),
+        }
     }
 }
 
@@ -73,10 +76,13 @@ pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
     }
     for step in &s.faults {
         match &step.action {
-            Action::Recover(_) | Action::Bind(_) => problems.push((step.pos, format!(
+            Action::Recover(_) | Action::Bind(_) => problems.push((
+                step.pos,
+                format!(
                 "`{}` is not yet supported by the sim (it comes with the disaster-recovery work)",
                 step.action.key()
-            ))),
+            ),
+            )),
             _ => {}
         }
         for (i, t) in step.action.targets().into_iter().enumerate() {
@@ -86,7 +92,11 @@ pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
                     let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
                     problems.push((pos, format!(
                         "target `node/{name}`: the simulated cluster's nodes are {}; expected one of those",
-                        if s.cluster.nodes == 0 { "none (cluster.nodes is 0)".to_owned() } else { format!("node-0 … node-{}", s.cluster.nodes - 1) }
+                        match s.cluster.nodes {
+                            0 => "none (cluster.nodes is 0)".to_owned(),
+                            1 => "only node-0".to_owned(),
+                            n => format!("node-0 … node-{}", n - 1),
+                        }
                     )));
                 }
             }
@@ -143,15 +153,20 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let now_ms = Arc::new(AtomicU64::new(0));
     let driver_now = now_ms.clone();
     let recorder = Recorder::new(move || {
-        turmoil::sim_elapsed().map(|d| d.as_millis() as u64).unwrap_or_else(|| driver_now.load(Ordering::SeqCst))
+        turmoil::sim_elapsed()
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_else(|| driver_now.load(Ordering::SeqCst))
     });
-    recorder.record_at(0, EventKind::RunStarted {
-        scenario: s.name.clone(),
-        backend: "sim".into(),
-        seed: opts.seed,
-        version: env!("CARGO_PKG_VERSION").into(),
-        duration_ms: plan.duration.as_millis() as u64,
-    });
+    recorder.record_at(
+        0,
+        EventKind::RunStarted {
+            scenario: s.name.clone(),
+            backend: "sim".into(),
+            seed: opts.seed,
+            version: env!("CARGO_PKG_VERSION").into(),
+            duration_ms: plan.duration.as_millis() as u64,
+        },
+    );
 
     let mut sim = turmoil::Builder::new()
         .simulation_duration(plan.duration + Duration::from_secs(3600))
@@ -179,7 +194,11 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     });
     names.push("etcd".to_owned());
 
-    let api = Arc::new(ApiServer { store: store.clone(), etcd_ok: etcd_ok.clone(), clock: clock.clone() });
+    let api = Arc::new(ApiServer {
+        store: store.clone(),
+        etcd_ok: etcd_ok.clone(),
+        clock: clock.clone(),
+    });
     let api_proc = proc_of("api-server");
     sim.host(net::API_HOST, move || {
         let p = api_proc.clone();
@@ -212,7 +231,9 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
                 async move {
                     match component {
                         crate::scenario::Component::KubeScheduler => scheduler::run(p).await,
-                        crate::scenario::Component::KubeControllerManager => controller_manager::run(p).await,
+                        crate::scenario::Component::KubeControllerManager => {
+                            controller_manager::run(p).await
+                        }
                     }
                     Ok(())
                 }
@@ -252,16 +273,35 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let (tx, rx) = mpsc::unbounded_channel();
     let rx = std::cell::RefCell::new(Some(rx));
     let observer_recorder = recorder.clone();
-    let watch_deployments = s.expect.iter().any(|i| matches!(i.value, Invariant::Available(_)));
+    let watch_deployments = s
+        .expect
+        .iter()
+        .any(|i| matches!(i.value, Invariant::Available(_)));
     sim.host("kubechaos", move || {
-        let rx = rx.borrow_mut().take().expect("the observer host is never restarted");
-        let obs = Observer { recorder: observer_recorder.clone(), epoch: epoch(), watch_deployments };
+        let rx = rx
+            .borrow_mut()
+            .take()
+            .expect("the observer host is never restarted");
+        let obs = Observer {
+            recorder: observer_recorder.clone(),
+            epoch: epoch(),
+            watch_deployments,
+        };
         obs.run(rx)
     });
 
     let procs = names
         .into_iter()
-        .map(|n| (n, Supervised { state: State::Running, restarts: 0, started_at: Duration::ZERO }))
+        .map(|n| {
+            (
+                n,
+                Supervised {
+                    state: State::Running,
+                    restarts: 0,
+                    started_at: Duration::ZERO,
+                },
+            )
+        })
         .collect();
     let mut driver = Driver {
         sim,
@@ -278,7 +318,9 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let mut next = 0;
     loop {
         let now = driver.sim.elapsed();
-        driver.now_ms.store(now.as_millis() as u64, Ordering::SeqCst);
+        driver
+            .now_ms
+            .store(now.as_millis() as u64, Ordering::SeqCst);
         while next < plan.actions.len() && plan.actions[next].at <= now {
             driver.apply(s, &plan.actions[next].kind, now);
             next += 1;
@@ -287,7 +329,10 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
         if now >= plan.duration {
             break;
         }
-        driver.sim.step().map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
+        driver
+            .sim
+            .step()
+            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
     }
     let end = plan.duration.as_millis() as u64;
     driver.recorder.record_at(end, EventKind::RunEnded {});
@@ -321,7 +366,10 @@ impl Driver<'_> {
     }
 
     fn update_etcd(&self) {
-        let etcd_up = self.procs.get("etcd").is_some_and(|p| p.state == State::Running);
+        let etcd_up = self
+            .procs
+            .get("etcd")
+            .is_some_and(|p| p.state == State::Running);
         let cut = self.partitions.iter().any(|(_, a, b, _)| {
             (a == "etcd" && b == net::API_HOST) || (a == net::API_HOST && b == "etcd")
         });
@@ -338,7 +386,10 @@ impl Driver<'_> {
             return false;
         }
         self.sim.crash(name);
-        self.recorder.record(EventKind::ProcessExited { process: name.to_owned(), reason: reason.to_owned() });
+        self.recorder.record(EventKind::ProcessExited {
+            process: name.to_owned(),
+            reason: reason.to_owned(),
+        });
         if hold {
             p.state = State::Down(None);
         } else {
@@ -364,7 +415,11 @@ impl Driver<'_> {
 
     /// Process names a target stands for, now.
     fn resolve(&self, s: &Scenario, t: &Target) -> Vec<String> {
-        let group = |name: &str, replicas: u32, sel: &Selector, lease: &crate::scenario::LeaseRef| -> Vec<String> {
+        let group = |name: &str,
+                     replicas: u32,
+                     sel: &Selector,
+                     lease: &crate::scenario::LeaseRef|
+         -> Vec<String> {
             match sel {
                 Selector::All => (0..replicas).map(|i| process_name(name, i)).collect(),
                 Selector::Index(i) => vec![process_name(name, *i)],
@@ -375,7 +430,10 @@ impl Driver<'_> {
                         .and_then(|l| l.pointer("/spec/holderIdentity"))
                         .and_then(|h| h.as_str())
                         .map(|h| identity_process(h).to_owned());
-                    holder.filter(|h| (0..replicas).any(|i| process_name(name, i) == *h)).into_iter().collect()
+                    holder
+                        .filter(|h| (0..replicas).any(|i| process_name(name, i) == *h))
+                        .into_iter()
+                        .collect()
                 }
             }
         };
@@ -397,18 +455,34 @@ impl Driver<'_> {
     fn apply(&mut self, s: &Scenario, kind: &PlannedKind, now: Duration) {
         match kind {
             PlannedKind::Probe { invariant } => {
-                let _ = self.commands.send(Command::Probe { invariant: *invariant });
+                let _ = self.commands.send(Command::Probe {
+                    invariant: *invariant,
+                });
             }
             PlannedKind::Fault { step } => {
                 let f = &s.faults[*step];
                 let detail = self.fault(s, *step, &f.action, now);
-                self.recorder.record(EventKind::FaultApplied { step: *step, id: f.id.clone(), action: f.action.to_string(), undo: false, detail });
+                self.recorder.record(EventKind::FaultApplied {
+                    step: *step,
+                    id: f.id.clone(),
+                    action: f.action.to_string(),
+                    undo: false,
+                    detail,
+                });
             }
             PlannedKind::Undo { step } => {
                 let f = &s.faults[*step];
                 let detail = self.undo(*step, &f.action, now);
-                let undo = crate::plan::undo_of(&f.action).map(|a| a.to_string()).unwrap_or_default();
-                self.recorder.record(EventKind::FaultApplied { step: *step, id: f.id.clone(), action: format!("{undo} (undoing `{}` after its `for`)", f.action), undo: true, detail });
+                let undo = crate::plan::undo_of(&f.action)
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                self.recorder.record(EventKind::FaultApplied {
+                    step: *step,
+                    id: f.id.clone(),
+                    action: format!("{undo} (undoing `{}` after its `for`)", f.action),
+                    undo: true,
+                    detail,
+                });
             }
         }
         self.update_etcd();
@@ -416,10 +490,20 @@ impl Driver<'_> {
 
     fn fault(&mut self, s: &Scenario, step: usize, action: &Action, now: Duration) -> String {
         let mut touched = Vec::new();
-        let describe = |touched: &[String], none: &str| if touched.is_empty() { none.to_owned() } else { touched.join(", ") };
+        let describe = |touched: &[String], none: &str| {
+            if touched.is_empty() {
+                none.to_owned()
+            } else {
+                touched.join(", ")
+            }
+        };
         match action {
             Action::ApiServer(op) | Action::Etcd(op) => {
-                let name = if matches!(action, Action::ApiServer(_)) { net::API_HOST } else { "etcd" };
+                let name = if matches!(action, Action::ApiServer(_)) {
+                    net::API_HOST
+                } else {
+                    "etcd"
+                };
                 let done = match op {
                     ProcessOp::Stop => self.stop(name, "stopped", true, now),
                     ProcessOp::Crash => self.stop(name, "crashed", true, now),
@@ -444,7 +528,11 @@ impl Driver<'_> {
                     }
                 }
                 self.resolved.insert(step, names.clone());
-                if names.is_empty() { format!("no process matched `{t}` (no leader at the time)") } else { describe(&touched, "already down") }
+                if names.is_empty() {
+                    format!("no process matched `{t}` (no leader at the time)")
+                } else {
+                    describe(&touched, "already down")
+                }
             }
             Action::Start(t) => {
                 let names = self.resolve(s, t);
@@ -483,7 +571,10 @@ impl Driver<'_> {
                 describe(&touched, "no partitions were in place")
             }
             Action::DeletePods(d) => {
-                let _ = self.commands.send(Command::DeletePods { namespace: d.namespace.clone(), selector: d.selector.clone() });
+                let _ = self.commands.send(Command::DeletePods {
+                    namespace: d.namespace.clone(),
+                    selector: d.selector.clone(),
+                });
                 format!("pods in {} matching `{}`", d.namespace, d.selector)
             }
             Action::Recover(_) | Action::Bind(_) => unreachable!("rejected by sim::check"),
@@ -491,11 +582,16 @@ impl Driver<'_> {
     }
 
     fn heal_step(&mut self, step: usize) -> Vec<String> {
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions).into_iter().partition(|p| p.0 == step);
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions)
+            .into_iter()
+            .partition(|p| p.0 == step);
         self.partitions = rest;
         let mut healed = Vec::new();
         for (_, a, b, oneway) in mine {
-            let still_cut = self.partitions.iter().any(|(_, x, y, _)| (x == &a && y == &b) || (!oneway && x == &b && y == &a));
+            let still_cut = self
+                .partitions
+                .iter()
+                .any(|(_, x, y, _)| (x == &a && y == &b) || (!oneway && x == &b && y == &a));
             if still_cut {
                 continue;
             }
@@ -519,6 +615,10 @@ impl Driver<'_> {
             }
             _ => Vec::new(),
         };
-        if touched.is_empty() { "nothing left to undo".into() } else { touched.join(", ") }
+        if touched.is_empty() {
+            "nothing left to undo".into()
+        } else {
+            touched.join(", ")
+        }
     }
 }

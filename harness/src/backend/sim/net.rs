@@ -54,7 +54,8 @@ impl tower::Service<Request<kube::client::Body>> for SimTransport {
         Box::pin(async move {
             let exchange = async move {
                 let stream = turmoil::net::TcpStream::connect((API_HOST, API_PORT)).await?;
-                let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+                let (mut sender, conn) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
                 tokio::spawn(async move {
                     let _ = conn.await;
                 });

@@ -44,11 +44,15 @@ async fn heartbeat(p: &Proc, client: &kube::Client) -> Result<(), kube::Error> {
     let nodes = Api::<Node>::all(client.clone());
     match nodes.get_opt(&p.name).await? {
         None => {
-            let created = nodes.create(&PostParams::default(), &ready_node(&p.name)).await?;
+            let created = nodes
+                .create(&PostParams::default(), &ready_node(&p.name))
+                .await?;
             // The status sent on create is dropped by the status subresource rules; report it.
             let mut n = created;
             n.status = ready_node(&p.name).status;
-            nodes.replace_status(&p.name, &PostParams::default(), &n).await?;
+            nodes
+                .replace_status(&p.name, &PostParams::default(), &n)
+                .await?;
         }
         Some(n) => {
             let ready = n
@@ -59,7 +63,9 @@ async fn heartbeat(p: &Proc, client: &kube::Client) -> Result<(), kube::Error> {
             if !ready {
                 let mut n = n;
                 n.status = ready_node(&p.name).status;
-                nodes.replace_status(&p.name, &PostParams::default(), &n).await?;
+                nodes
+                    .replace_status(&p.name, &PostParams::default(), &n)
+                    .await?;
             }
         }
     }
@@ -86,7 +92,9 @@ async fn heartbeat(p: &Proc, client: &kube::Client) -> Result<(), kube::Error> {
             if let Some(spec) = lease.spec.as_mut() {
                 spec.renew_time = Some(now);
             }
-            leases.replace(&p.name, &PostParams::default(), &lease).await?;
+            leases
+                .replace(&p.name, &PostParams::default(), &lease)
+                .await?;
         }
     }
     Ok(())

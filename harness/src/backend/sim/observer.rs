@@ -95,9 +95,15 @@ impl Observer {
                     "spec": {"containers": [{"name": "probe", "image": "registry.k8s.io/pause:3.10"}]},
                 }))
                 .expect("probe pod shape");
-                match Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE).create(&PostParams::default(), &pod).await {
+                match Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE)
+                    .create(&PostParams::default(), &pod)
+                    .await
+                {
                     Ok(_) => {
-                        self.recorder.record(EventKind::ProbeCreated { invariant: *invariant, pod: format!("{PROBE_NAMESPACE}/{name}") });
+                        self.recorder.record(EventKind::ProbeCreated {
+                            invariant: *invariant,
+                            pod: format!("{PROBE_NAMESPACE}/{name}"),
+                        });
                         true
                     }
                     Err(e) => {
@@ -106,12 +112,20 @@ impl Observer {
                     }
                 }
             }
-            Command::DeletePods { namespace, selector } => {
+            Command::DeletePods {
+                namespace,
+                selector,
+            } => {
                 let api = Api::<Pod>::namespaced(client.clone(), namespace);
                 match api.list(&ListParams::default().labels(selector)).await {
                     Ok(list) => {
                         for p in list.items {
-                            let _ = api.delete(p.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()).await;
+                            let _ = api
+                                .delete(
+                                    p.metadata.name.as_deref().unwrap_or_default(),
+                                    &DeleteParams::default(),
+                                )
+                                .await;
                         }
                         true
                     }
@@ -127,7 +141,10 @@ impl Observer {
     }
 
     async fn poll(&self, client: &kube::Client, seen: &mut Seen) {
-        if let Ok(leases) = Api::<Lease>::all(client.clone()).list(&ListParams::default()).await {
+        if let Ok(leases) = Api::<Lease>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+        {
             for l in leases.items {
                 let ns = l.metadata.namespace.clone().unwrap_or_default();
                 if ns == "kube-node-lease" {
@@ -141,12 +158,20 @@ impl Observer {
                     spec.lease_transitions.unwrap_or(0).max(0) as u32,
                 );
                 if seen.leases.get(&key) != Some(&now) {
-                    self.recorder.record(EventKind::LeaseObserved { lease: key.clone(), holder: now.0.clone(), renew_ms: now.1, transitions: now.2 });
+                    self.recorder.record(EventKind::LeaseObserved {
+                        lease: key.clone(),
+                        holder: now.0.clone(),
+                        renew_ms: now.1,
+                        transitions: now.2,
+                    });
                     seen.leases.insert(key, now);
                 }
             }
         }
-        if let Ok(nodes) = Api::<Node>::all(client.clone()).list(&ListParams::default()).await {
+        if let Ok(nodes) = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+        {
             for n in nodes.items {
                 let name = n.metadata.name.clone().unwrap_or_default();
                 let ready = n
@@ -158,32 +183,69 @@ impl Observer {
                     .spec
                     .as_ref()
                     .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|ts| ts.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"));
+                    .is_some_and(|ts| {
+                        ts.iter()
+                            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                    });
                 if seen.nodes.get(&name) != Some(&(ready, tainted)) {
-                    self.recorder.record(EventKind::NodeObserved { node: name.clone(), ready, tainted });
+                    self.recorder.record(EventKind::NodeObserved {
+                        node: name.clone(),
+                        ready,
+                        tainted,
+                    });
                     seen.nodes.insert(name, (ready, tainted));
                 }
             }
         }
-        if let Ok(pods) = Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE).list(&ListParams::default()).await {
+        if let Ok(pods) = Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE)
+            .list(&ListParams::default())
+            .await
+        {
             for p in pods.items {
-                let key = format!("{PROBE_NAMESPACE}/{}", p.metadata.name.clone().unwrap_or_default());
-                if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) {
+                let key = format!(
+                    "{PROBE_NAMESPACE}/{}",
+                    p.metadata.name.clone().unwrap_or_default()
+                );
+                if let Some(node) = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .filter(|n| !n.is_empty())
+                {
                     if seen.bound.get(&key) != Some(&node) {
-                        self.recorder.record(EventKind::PodBound { pod: key.clone(), node: node.clone() });
+                        self.recorder.record(EventKind::PodBound {
+                            pod: key.clone(),
+                            node: node.clone(),
+                        });
                         seen.bound.insert(key, node);
                     }
                 }
             }
         }
         if self.watch_deployments {
-            if let Ok(ds) = Api::<Deployment>::all(client.clone()).list(&ListParams::default()).await {
+            if let Ok(ds) = Api::<Deployment>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+            {
                 for d in ds.items {
-                    let key = format!("{}/{}", d.metadata.namespace.clone().unwrap_or_default(), d.metadata.name.clone().unwrap_or_default());
+                    let key = format!(
+                        "{}/{}",
+                        d.metadata.namespace.clone().unwrap_or_default(),
+                        d.metadata.name.clone().unwrap_or_default()
+                    );
                     let desired = d.spec.replicas.unwrap_or(1).max(0) as u32;
-                    let available = d.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0).max(0) as u32;
+                    let available = d
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.available_replicas)
+                        .unwrap_or(0)
+                        .max(0) as u32;
                     if seen.deployments.get(&key) != Some(&(available, desired)) {
-                        self.recorder.record(EventKind::DeploymentObserved { deployment: key.clone(), available, desired });
+                        self.recorder.record(EventKind::DeploymentObserved {
+                            deployment: key.clone(),
+                            available,
+                            desired,
+                        });
                         seen.deployments.insert(key, (available, desired));
                     }
                 }

@@ -32,24 +32,39 @@ pub struct Proc {
 impl Proc {
     /// A process that has not started yet.
     pub fn new(name: &str, recorder: Recorder, clock: Arc<dyn Clock>, seed: u64) -> Self {
-        Proc { name: name.to_owned(), incarnation: Arc::default(), recorder, clock, seed }
+        Proc {
+            name: name.to_owned(),
+            incarnation: Arc::default(),
+            recorder,
+            clock,
+            seed,
+        }
     }
 
     /// Mark a start: the next incarnation. Returns it.
     pub fn start(&self) -> u32 {
         let inc = self.incarnation.fetch_add(1, Ordering::SeqCst) + 1;
-        self.recorder.record(EventKind::ProcessStarted { process: self.name.clone(), incarnation: inc });
+        self.recorder.record(EventKind::ProcessStarted {
+            process: self.name.clone(),
+            incarnation: inc,
+        });
         inc
     }
 
     /// Record that the process ends on its own, and why.
     pub fn exit(&self, reason: &str) {
-        self.recorder.record(EventKind::ProcessExited { process: self.name.clone(), reason: reason.to_owned() });
+        self.recorder.record(EventKind::ProcessExited {
+            process: self.name.clone(),
+            reason: reason.to_owned(),
+        });
     }
 
     /// Record a note about what the process does.
     pub fn note(&self, message: &str) {
-        self.recorder.record(EventKind::ProcessNote { process: self.name.clone(), message: message.to_owned() });
+        self.recorder.record(EventKind::ProcessNote {
+            process: self.name.clone(),
+            message: message.to_owned(),
+        });
     }
 
     /// The lease identity of incarnation `inc`: `hostname_uid` shaped, as upstream.
@@ -87,9 +102,16 @@ pub struct RecorderReporter(pub Recorder);
 
 impl LeadershipReporter for RecorderReporter {
     fn started_leading(&self, lease: &str, identity: &str) {
-        self.0.record(EventKind::LeadingStarted { lease: lease.to_owned(), identity: identity.to_owned() });
+        self.0.record(EventKind::LeadingStarted {
+            lease: lease.to_owned(),
+            identity: identity.to_owned(),
+        });
     }
     fn stopped_leading(&self, lease: &str, identity: &str, reason: &str) {
-        self.0.record(EventKind::LeadingStopped { lease: lease.to_owned(), identity: identity.to_owned(), reason: reason.to_owned() });
+        self.0.record(EventKind::LeadingStopped {
+            lease: lease.to_owned(),
+            identity: identity.to_owned(),
+            reason: reason.to_owned(),
+        });
     }
 }

@@ -50,23 +50,34 @@ pub fn schedulable(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     let spec = node.spec.as_ref();
     let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
-    let tainted = spec
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"));
+    let tainted = spec.and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
+        ts.iter()
+            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+    });
     ready && !cordoned && !tainted
 }
 
 async fn schedule_once(client: &kube::Client) -> Result<(), kube::Error> {
-    let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await?;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     let pending: Vec<&Pod> = pods
         .items
         .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("").is_empty())
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or("")
+                .is_empty()
+        })
         .collect();
     if pending.is_empty() {
         return Ok(());
     }
-    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     let mut load: BTreeMap<String, usize> = nodes
         .items
         .iter()
@@ -82,7 +93,10 @@ async fn schedule_once(client: &kube::Client) -> Result<(), kube::Error> {
         }
     }
     for pod in pending {
-        let Some((node, _)) = load.iter().min_by_key(|(name, count)| (**count, (*name).clone())) else {
+        let Some((node, _)) = load
+            .iter()
+            .min_by_key(|(name, count)| (**count, (*name).clone()))
+        else {
             return Ok(()); // no feasible node: the pod stays Pending
         };
         let node = node.clone();
@@ -94,7 +108,15 @@ async fn schedule_once(client: &kube::Client) -> Result<(), kube::Error> {
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
-        match api.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding).await {
+        match api
+            .create_subresource::<_, serde_json::Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+        {
             Ok(_) => *load.get_mut(&node).expect("chosen from load") += 1,
             Err(e) => tracing::debug!(pod = %name, error = %e, "binding failed"),
         }

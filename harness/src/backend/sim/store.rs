@@ -24,11 +24,46 @@ pub struct Resource {
 
 /// Every resource the simulation serves: the subset the components use.
 pub const RESOURCES: &[Resource] = &[
-    Resource { prefix: "api/v1", plural: "pods", kind: "Pod", api_version: "v1", namespaced: true, has_status: true },
-    Resource { prefix: "api/v1", plural: "nodes", kind: "Node", api_version: "v1", namespaced: false, has_status: true },
-    Resource { prefix: "apis/coordination.k8s.io/v1", plural: "leases", kind: "Lease", api_version: "coordination.k8s.io/v1", namespaced: true, has_status: false },
-    Resource { prefix: "apis/apps/v1", plural: "deployments", kind: "Deployment", api_version: "apps/v1", namespaced: true, has_status: true },
-    Resource { prefix: "apis/apps/v1", plural: "replicasets", kind: "ReplicaSet", api_version: "apps/v1", namespaced: true, has_status: true },
+    Resource {
+        prefix: "api/v1",
+        plural: "pods",
+        kind: "Pod",
+        api_version: "v1",
+        namespaced: true,
+        has_status: true,
+    },
+    Resource {
+        prefix: "api/v1",
+        plural: "nodes",
+        kind: "Node",
+        api_version: "v1",
+        namespaced: false,
+        has_status: true,
+    },
+    Resource {
+        prefix: "apis/coordination.k8s.io/v1",
+        plural: "leases",
+        kind: "Lease",
+        api_version: "coordination.k8s.io/v1",
+        namespaced: true,
+        has_status: false,
+    },
+    Resource {
+        prefix: "apis/apps/v1",
+        plural: "deployments",
+        kind: "Deployment",
+        api_version: "apps/v1",
+        namespaced: true,
+        has_status: true,
+    },
+    Resource {
+        prefix: "apis/apps/v1",
+        plural: "replicasets",
+        kind: "ReplicaSet",
+        api_version: "apps/v1",
+        namespaced: true,
+        has_status: true,
+    },
 ];
 
 /// Key of a stored object.
@@ -64,7 +99,11 @@ pub fn labels(obj: &Value) -> BTreeMap<String, String> {
     obj.get("metadata")
         .and_then(|m| m.get("labels"))
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -76,7 +115,8 @@ impl Store {
 
     /// One object.
     pub fn get(&self, r: &Resource, ns: &str, name: &str) -> Option<&Value> {
-        self.objects.get(&(r.plural, ns.to_owned(), name.to_owned()))
+        self.objects
+            .get(&(r.plural, ns.to_owned(), name.to_owned()))
     }
 
     /// Objects of a resource, in one namespace or all (`ns` None), in name order.
@@ -94,7 +134,13 @@ impl Store {
     }
 
     /// Create. `now` is the RFC 3339 creation timestamp.
-    pub fn create(&mut self, r: &Resource, ns: &str, mut obj: Value, now: &str) -> Result<Value, StoreError> {
+    pub fn create(
+        &mut self,
+        r: &Resource,
+        ns: &str,
+        mut obj: Value,
+        now: &str,
+    ) -> Result<Value, StoreError> {
         if !obj.is_object() {
             return Err(StoreError::BadRequest("body is not a JSON object".into()));
         }
@@ -115,12 +161,28 @@ impl Store {
                     }
                     format!("{prefix}{suffix}")
                 }
-                None => return Err(StoreError::BadRequest("metadata.name or metadata.generateName is required".into())),
+                None => {
+                    return Err(StoreError::BadRequest(
+                        "metadata.name or metadata.generateName is required".into(),
+                    ))
+                }
             },
         };
-        let key = (r.plural, if r.namespaced { ns.to_owned() } else { String::new() }, name.clone());
+        let key = (
+            r.plural,
+            if r.namespaced {
+                ns.to_owned()
+            } else {
+                String::new()
+            },
+            name.clone(),
+        );
         if self.objects.contains_key(&key) {
-            return Err(StoreError::AlreadyExists(format!("{}.{} \"{name}\" already exists", r.plural, group(r))));
+            return Err(StoreError::AlreadyExists(format!(
+                "{}.{} \"{name}\" already exists",
+                r.plural,
+                group(r)
+            )));
         }
         self.uid += 1;
         obj["apiVersion"] = json!(r.api_version);
@@ -140,10 +202,29 @@ impl Store {
     }
 
     /// Update (PUT). `status_only`: the status subresource. A given resourceVersion must match.
-    pub fn update(&mut self, r: &Resource, ns: &str, name: &str, mut obj: Value, status_only: bool) -> Result<Value, StoreError> {
-        let key = (r.plural, if r.namespaced { ns.to_owned() } else { String::new() }, name.to_owned());
+    pub fn update(
+        &mut self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        status_only: bool,
+    ) -> Result<Value, StoreError> {
+        let key = (
+            r.plural,
+            if r.namespaced {
+                ns.to_owned()
+            } else {
+                String::new()
+            },
+            name.to_owned(),
+        );
         let Some(old) = self.objects.get(&key) else {
-            return Err(StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r))));
+            return Err(StoreError::NotFound(format!(
+                "{}.{} \"{name}\" not found",
+                r.plural,
+                group(r)
+            )));
         };
         if let Some(rv) = meta(&obj, "resourceVersion") {
             if Some(rv) != meta(old, "resourceVersion") {
@@ -181,11 +262,18 @@ impl Store {
 
     /// Delete.
     pub fn delete(&mut self, r: &Resource, ns: &str, name: &str) -> Result<Value, StoreError> {
-        let key = (r.plural, if r.namespaced { ns.to_owned() } else { String::new() }, name.to_owned());
-        let obj = self
-            .objects
-            .remove(&key)
-            .ok_or_else(|| StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r))))?;
+        let key = (
+            r.plural,
+            if r.namespaced {
+                ns.to_owned()
+            } else {
+                String::new()
+            },
+            name.to_owned(),
+        );
+        let obj = self.objects.remove(&key).ok_or_else(|| {
+            StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r)))
+        })?;
         self.revision += 1;
         Ok(obj)
     }
@@ -197,15 +285,23 @@ impl Store {
         let Some(obj) = self.objects.get(&key) else {
             return Err(StoreError::NotFound(format!("pods \"{pod}\" not found")));
         };
-        if let Some(bound) = obj.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(StoreError::Conflict(format!("pod {pod} is already assigned to node \"{bound}\"")));
+        if let Some(bound) = obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            return Err(StoreError::Conflict(format!(
+                "pod {pod} is already assigned to node \"{bound}\""
+            )));
         }
         let mut obj = obj.clone();
         obj["spec"]["nodeName"] = json!(node);
         obj["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True"}]);
         self.bump(&mut obj);
         self.objects.insert(key, obj);
-        Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+        Ok(
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        )
     }
 }
 
@@ -226,29 +322,58 @@ mod tests {
     #[test]
     fn stale_updates_conflict() {
         let mut s = Store::default();
-        let created = s.create(LEASES, "ns", json!({"metadata": {"name": "l"}, "spec": {}}), "t").unwrap();
+        let created = s
+            .create(
+                LEASES,
+                "ns",
+                json!({"metadata": {"name": "l"}, "spec": {}}),
+                "t",
+            )
+            .unwrap();
         let mut a = created.clone();
         a["spec"]["holderIdentity"] = json!("a");
         s.update(LEASES, "ns", "l", a, false).unwrap();
         let mut b = created;
         b["spec"]["holderIdentity"] = json!("b");
-        assert!(matches!(s.update(LEASES, "ns", "l", b, false), Err(StoreError::Conflict(_))));
+        assert!(matches!(
+            s.update(LEASES, "ns", "l", b, false),
+            Err(StoreError::Conflict(_))
+        ));
     }
 
     #[test]
     fn binding_twice_conflicts() {
         let mut s = Store::default();
-        s.create(&RESOURCES[0], "ns", json!({"metadata": {"name": "p"}, "spec": {}}), "t").unwrap();
+        s.create(
+            &RESOURCES[0],
+            "ns",
+            json!({"metadata": {"name": "p"}, "spec": {}}),
+            "t",
+        )
+        .unwrap();
         s.bind("ns", "p", "node-0").unwrap();
-        assert!(matches!(s.bind("ns", "p", "node-1"), Err(StoreError::Conflict(_))));
-        assert!(matches!(s.bind("ns", "q", "node-1"), Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            s.bind("ns", "p", "node-1"),
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            s.bind("ns", "q", "node-1"),
+            Err(StoreError::NotFound(_))
+        ));
     }
 
     #[test]
     fn main_resource_updates_keep_status() {
         let mut s = Store::default();
         let pods = &RESOURCES[0];
-        let p = s.create(pods, "ns", json!({"metadata": {"name": "p"}, "spec": {}}), "t").unwrap();
+        let p = s
+            .create(
+                pods,
+                "ns",
+                json!({"metadata": {"name": "p"}, "spec": {}}),
+                "t",
+            )
+            .unwrap();
         let mut changed = p.clone();
         changed["status"]["phase"] = json!("Running");
         let after = s.update(pods, "ns", "p", changed, false).unwrap();

@@ -1,0 +1,318 @@
+//! The command line, as users meet it: exit codes, messages, files written.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn kubechaos() -> Command {
+    let mut cmd = Command::cargo_bin("kubechaos").unwrap();
+    cmd.current_dir(repo())
+        .env_remove("CARGO")
+        .env("RUST_LOG", "off");
+    cmd
+}
+
+fn fixture(name: &str) -> String {
+    format!("harness/tests/fixtures/{name}")
+}
+
+#[test]
+fn api_restart_holds_on_the_sim_by_default() {
+    kubechaos()
+        .args(["scenario", "api-restart"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("on sim, seed 1"))
+        .stdout(predicate::str::contains("fault     api-server: stop"))
+        .stdout(predicate::str::contains(
+            "PASS  leader-reacquired kube-system/kube-scheduler",
+        ))
+        .stdout(predicate::str::contains("6 held, 0 violated"));
+}
+
+#[test]
+fn every_shipped_scenario_holds() {
+    for name in [
+        "scheduler-leader-partition",
+        "controller-manager-crash",
+        "delete-all-schedulers",
+    ] {
+        kubechaos()
+            .args(["scenario", name])
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains(" 0 violated"));
+    }
+}
+
+#[test]
+fn a_violation_exits_1_names_the_lease_and_prints_the_replay_command() {
+    kubechaos()
+        .args(["scenario", &fixture("never-schedulable.yaml"), "--seed", "5"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("FAIL  schedulable: probe pod kubechaos/probe-0"))
+        .stdout(predicate::str::contains("never bound to a node"))
+        .stdout(predicate::str::contains(
+            "lease kube-system/kube-scheduler was not re-acquired within 1m of the anchor at 20.0s (deadline 1m20.0s): last holder kube-scheduler-0_1 (process not running)",
+        ))
+        .stdout(predicate::str::contains("no candidate was running"))
+        .stdout(predicate::str::contains("replay: kubechaos scenario harness/tests/fixtures/never-schedulable.yaml --seed 5"));
+}
+
+#[test]
+fn every_decode_error_is_reported_with_its_position() {
+    let path = fixture("decode-errors.yaml");
+    let out = kubechaos()
+        .args(["validate", &path])
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    for expected in [
+        ":1:7: name `Bad_Name` is not a valid name",
+        ":7:9: `at` is the number 20 without a unit; expected a duration like `20s`",
+        ":10:11: `kill`: unknown target `kube-schedular/0` (did you mean `kube-scheduler`?)",
+        ":12:5: unknown key `fro` in a fault step (did you mean `for`?)",
+        ":14:9: `at`: `x` in `1x` is not a unit",
+        ":15:17: `api-server: reboot` is unknown; expected `stop`, `start`, `restart` or `crash`",
+        ":17:60: unknown key `withinn` in `leader-reacquired` (did you mean `within`?)",
+        "8 problems",
+    ] {
+        assert!(
+            err.contains(&format!("{path}{expected}")) || err.contains(expected),
+            "missing {expected:?} in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn every_semantic_error_is_reported_with_its_position() {
+    let path = fixture("semantic-errors.yaml");
+    let out = kubechaos()
+        .args(["scenario", &path])
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    for expected in [
+        ":8:17: target `kube-scheduler/5`: replica 5 does not exist; expected 0 to 1",
+        ":10:11: target `agent/ghost`: no agent group `ghost`",
+        ":12:11: target `kube-controller-manager`: the cluster runs no kube-controller-manager",
+        ":13:5: fault `api-server: stop` is at 5m, past the run's end at 2m",
+        ":16:5: `leader-reacquired` judges lease `default/nobody`, which no component or agent holds",
+        ":17:5: `after: no-such-step` names no step",
+    ] {
+        assert!(err.contains(&format!("{path}{expected}")), "missing {expected:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn hostile_yaml_gets_an_error_not_a_hang() {
+    for (file, expected) in [
+        ("alias-bomb.yaml", "too large once its aliases are expanded"),
+        ("deep-nesting.yaml", "recursion limit exceeded"),
+        ("binary.yaml", "not UTF-8 text"),
+    ] {
+        kubechaos()
+            .args(["validate", &fixture(file)])
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(expected));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.yaml");
+    std::fs::write(&huge, "a".repeat(2 << 20)).unwrap();
+    kubechaos()
+        .args(["validate", huge.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "huge.yaml:1:1: the file is larger than 1048576 bytes",
+        ));
+    let nul = dir.path().join("nul.yaml");
+    std::fs::write(&nul, "name: x\n\0\n").unwrap();
+    kubechaos()
+        .args(["validate", nul.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "nul.yaml:2:1: the file holds binary data (a NUL byte)",
+        ));
+}
+
+#[test]
+fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
+    kubechaos()
+        .args(["scenario", &fixture("sim-unsupported.yaml")])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim",
+        ))
+        .stderr(predicate::str::contains(
+            "sim-unsupported.yaml:10:11: target `node/node-7`",
+        ));
+    kubechaos()
+        .args(["scenario", "api-restart", "--backend", "local"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the `local` backend is not built yet",
+        ));
+}
+
+#[test]
+fn bad_flags_and_missing_scenarios_are_exit_2() {
+    kubechaos()
+        .args(["scenario", "api-restart", "--seed", "x"])
+        .assert()
+        .code(2);
+    kubechaos()
+        .args(["scenario", "api-restart", "--backend", "mars"])
+        .assert()
+        .code(2);
+    kubechaos()
+        .args(["scenario", "no-such-scenario"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "no scenario `no-such-scenario`: looked for scenarios/no-such-scenario.yaml",
+        ));
+    kubechaos().args(["validate"]).assert().code(2);
+}
+
+#[test]
+fn an_unwritable_output_is_an_environment_failure() {
+    kubechaos()
+        .args([
+            "scenario",
+            "controller-manager-crash",
+            "--events",
+            "/nonexistent-dir/events.jsonl",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "cannot write the events to /nonexistent-dir/events.jsonl",
+        ));
+}
+
+#[test]
+fn same_seed_same_events_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &str, name: &str| {
+        let path = dir.path().join(name);
+        kubechaos()
+            .args([
+                "scenario",
+                "scheduler-leader-partition",
+                "--seed",
+                seed,
+                "--events",
+                path.to_str().unwrap(),
+            ])
+            .assert()
+            .code(0);
+        std::fs::read(path).unwrap()
+    };
+    let a = run("7", "a.jsonl");
+    let b = run("7", "b.jsonl");
+    let c = run("8", "c.jsonl");
+    assert!(!a.is_empty());
+    assert_eq!(a, b, "the same seed must give a byte-identical events file");
+    assert_ne!(a, c, "another seed must give another run");
+}
+
+#[test]
+fn junit_has_one_testcase_per_invariant_and_the_violation_as_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    kubechaos()
+        .args([
+            "scenario",
+            &fixture("never-schedulable.yaml"),
+            "--junit",
+            junit.to_str().unwrap(),
+        ])
+        .assert()
+        .code(1);
+    let xml = std::fs::read_to_string(junit).unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), 2, "{xml}");
+    assert!(
+        xml.contains("tests=\"2\"") && xml.contains("failures=\"2\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<failure message=\"probe pod kubechaos/probe-0"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn the_checked_in_schema_is_current() {
+    let out = kubechaos()
+        .arg("schema")
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let checked_in = std::fs::read_to_string(repo().join("docs/scenario.schema.json")).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        checked_in,
+        "docs/scenario.schema.json is stale: run `cargo run -- schema > docs/scenario.schema.json`"
+    );
+}
+
+#[test]
+fn shipped_scenarios_validate_list_and_carry_the_schema_modeline() {
+    kubechaos()
+        .args(["validate", "scenarios/"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("ok  scenarios/api-restart.yaml"));
+    let listed = kubechaos()
+        .arg("list")
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let listed = String::from_utf8(listed).unwrap();
+    for entry in std::fs::read_dir(repo().join("scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("# yaml-language-server: $schema=../docs/scenario.schema.json\n"),
+            "{} lacks the modeline",
+            path.display()
+        );
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        assert!(listed.contains(&stem), "`list` does not show {stem}");
+    }
+}
+
+#[test]
+fn help_shows_examples_and_exit_codes() {
+    kubechaos()
+        .arg("--help")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("kubechaos scenario api-restart"))
+        .stdout(predicate::str::contains(
+            "Exit codes: 0 every invariant held",
+        ));
+}
