@@ -22,7 +22,10 @@ fn peak_rss_kib() -> Option<u64> {
 }
 
 fn main() {
-    let runs: usize = std::env::var("KUBECHAOS_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let runs: usize = std::env::var("KUBECHAOS_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/api-restart.yaml");
     let s = scenario::load(&path).expect("api-restart loads");
     let mut walls: Vec<Duration> = Vec::new();
@@ -30,7 +33,14 @@ fn main() {
     let mut events = 0;
     for seed in 1..=runs as u64 {
         let started = Instant::now();
-        let outcome = run(&s, &RunOptions { seed, ..RunOptions::default() }).expect("sim runs");
+        let outcome = run(
+            &s,
+            &RunOptions {
+                seed,
+                ..RunOptions::default()
+            },
+        )
+        .expect("sim runs");
         walls.push(started.elapsed());
         virtual_time = outcome.plan.duration;
         events = outcome.events.len();
@@ -40,13 +50,25 @@ fn main() {
     let median = walls[walls.len() / 2];
     let total: Duration = walls.iter().sum();
     println!("api-restart on the sim, {runs} runs (seeds 1..={runs}), {} virtual per run, ~{events} events", kubechaos::scenario::duration::human(virtual_time));
-    println!("  wall per run: min {:.3}s, median {:.3}s, max {:.3}s", walls[0].as_secs_f64(), median.as_secs_f64(), walls[walls.len() - 1].as_secs_f64());
-    println!("  virtual seconds per wall second: {:.0} (median run)", virtual_time.as_secs_f64() / median.as_secs_f64());
+    println!(
+        "  wall per run: min {:.3}s, median {:.3}s, max {:.3}s",
+        walls[0].as_secs_f64(),
+        median.as_secs_f64(),
+        walls[walls.len() - 1].as_secs_f64()
+    );
+    println!(
+        "  virtual seconds per wall second: {:.0} (median run)",
+        virtual_time.as_secs_f64() / median.as_secs_f64()
+    );
     println!("  total wall: {:.2}s", total.as_secs_f64());
     match peak_rss_kib() {
         Some(kib) => println!("  peak resident memory: {:.1} MiB", kib as f64 / 1024.0),
         None => println!("  peak resident memory: unavailable (no /proc/self/status)"),
     }
     let target = Duration::from_secs(1);
-    println!("  target: under {:.0}s per run: {}", target.as_secs_f64(), if median < target { "met" } else { "NOT met" });
+    println!(
+        "  target: under {:.0}s per run: {}",
+        target.as_secs_f64(),
+        if median < target { "met" } else { "NOT met" }
+    );
 }

@@ -316,3 +316,33 @@ fn help_shows_examples_and_exit_codes() {
             "Exit codes: 0 every invariant held",
         ));
 }
+
+#[test]
+fn the_format_reference_describes_every_key_of_the_schema() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("docs/scenario.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let doc = std::fs::read_to_string(repo().join("docs/scenario-format.md")).unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    fn walk(v: &serde_json::Value, keys: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(props)) = map.get("properties") {
+                    keys.extend(props.keys().cloned());
+                }
+                map.values().for_each(|v| walk(v, keys));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, keys)),
+            _ => {}
+        }
+    }
+    walk(&schema, &mut keys);
+    assert!(keys.len() > 30, "the schema names {} keys", keys.len());
+    for key in keys {
+        assert!(
+            doc.contains(&format!("`{key}")),
+            "docs/scenario-format.md does not describe `{key}`"
+        );
+    }
+}

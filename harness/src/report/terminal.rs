@@ -20,7 +20,7 @@ pub fn cluster_line(s: &Scenario) -> String {
     }
     for a in &s.cluster.agents {
         parts.push(format!(
-            "agent {} ×{} ({})",
+            "agent group {} ×{} ({})",
             a.name,
             a.replicas,
             a.mode.map(|m| m.name()).unwrap_or("correct")

@@ -146,6 +146,8 @@ struct Driver<'a> {
     store: Arc<Mutex<Store>>,
     etcd_ok: Arc<AtomicBool>,
     commands: mpsc::UnboundedSender<Command>,
+    /// Effects of the step being applied, recorded after the step itself.
+    effects: Vec<EventKind>,
 }
 
 /// Play a validated scenario's plan on a fresh simulated cluster. Returns the recorded timeline.
@@ -313,6 +315,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
         store,
         etcd_ok,
         commands: tx,
+        effects: Vec::new(),
     };
 
     let mut next = 0;
@@ -386,7 +389,7 @@ impl Driver<'_> {
             return false;
         }
         self.sim.crash(name);
-        self.recorder.record(EventKind::ProcessExited {
+        self.effects.push(EventKind::ProcessExited {
             process: name.to_owned(),
             reason: reason.to_owned(),
         });
@@ -484,6 +487,9 @@ impl Driver<'_> {
                     detail,
                 });
             }
+        }
+        for effect in std::mem::take(&mut self.effects) {
+            self.recorder.record(effect);
         }
         self.update_etcd();
     }
