@@ -53,6 +53,9 @@ enum Command {
         /// Files or directories.
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
+        /// Also check that this backend can run them.
+        #[arg(long, value_enum, default_value = "sim")]
+        backend: BackendKind,
     },
     /// Print the JSON Schema of scenario files.
     Schema,
@@ -105,7 +108,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Scenario(args) => scenario_cmd(&args),
         Command::List => list_cmd(),
-        Command::Validate { paths } => validate_cmd(&paths),
+        Command::Validate { paths, backend } => validate_cmd(&paths, backend),
         Command::Schema => {
             print!("{}", scenario::json_schema());
             exit::HELD
@@ -308,7 +311,7 @@ fn list_cmd() -> i32 {
     exit::HELD
 }
 
-fn validate_cmd(paths: &[PathBuf]) -> i32 {
+fn validate_cmd(paths: &[PathBuf], backend: BackendKind) -> i32 {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -324,7 +327,19 @@ fn validate_cmd(paths: &[PathBuf]) -> i32 {
     }
     let mut bad = 0;
     for f in &files {
-        match scenario::load(f) {
+        let loaded = scenario::load(f).map_err(|e| {
+            print_load_error(&e);
+        });
+        let loaded = loaded.and_then(|s| {
+            let problems = crate::backend::check(backend, &s);
+            if problems.is_empty() {
+                Ok(s)
+            } else {
+                print_unsupported(&s, backend.name(), problems);
+                Err(())
+            }
+        });
+        match loaded {
             Ok(s) => println!(
                 "ok  {} ({}: {} fault step{}, {} invariant{})",
                 f.display(),
@@ -334,10 +349,7 @@ fn validate_cmd(paths: &[PathBuf]) -> i32 {
                 s.expect.len(),
                 if s.expect.len() == 1 { "" } else { "s" }
             ),
-            Err(e) => {
-                bad += 1;
-                print_load_error(&e);
-            }
+            Err(()) => bad += 1,
         }
     }
     if bad > 0 {

@@ -3,7 +3,8 @@
 //!
 //! The run path, one module each:
 //! [`scenario`] (model, parse, validate) -> [`plan`] -> [`backend`] (sim; local and kube later)
-//! -> [`events`] (the observed timeline) -> [`invariants`] -> [`report`]. [`cli`] wires them up.
+//! -> [`observer`] and [`events`] (the observed timeline) -> [`invariants`] -> [`report`].
+//! [`cli`] wires them up.
 #![warn(missing_docs)]
 
 pub mod agent;
@@ -14,6 +15,7 @@ pub mod elector;
 pub mod events;
 pub mod exit;
 pub mod invariants;
+pub mod observer;
 pub mod plan;
 pub mod report;
 pub mod run;

@@ -165,6 +165,13 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
             "sim-unsupported.yaml:10:11: target `node/node-7`",
         ));
     kubechaos()
+        .args(["validate", &fixture("sim-unsupported.yaml")])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim",
+        ));
+    kubechaos()
         .args(["scenario", "api-restart", "--backend", "local"])
         .assert()
         .code(2)

@@ -15,7 +15,6 @@ pub mod apiserver;
 pub mod controller_manager;
 pub mod net;
 pub mod node;
-pub mod observer;
 pub mod process;
 pub mod scheduler;
 pub mod store;
@@ -29,12 +28,13 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc;
 
 use self::apiserver::ApiServer;
-use self::observer::{Command, Observer};
+use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
 use self::store::{Store, RESOURCES};
 use super::BackendError;
 use crate::clock::{Clock, SimClock};
 use crate::events::{identity_process, Event, EventKind, Recorder};
+use crate::observer::{Command, Observer};
 use crate::plan::{Plan, PlannedKind};
 use crate::scenario::validate::process_name;
 use crate::scenario::{Action, AgentMode, Invariant, Pos, ProcessOp, Scenario, Selector, Target};
@@ -289,7 +289,11 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
             epoch: epoch(),
             watch_deployments,
         };
-        obs.run(rx)
+        async move {
+            obs.run(SimTransport::client(process::REQUEST_TIMEOUT), rx)
+                .await;
+            Ok(())
+        }
     });
 
     let procs = names

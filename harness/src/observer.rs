@@ -1,6 +1,9 @@
-//! The harness inside the simulation: one host, `kubechaos`, that watches the cluster through
-//! the API server (polling every second, as an informer's relist would) and carries out the
-//! plan's API-level actions (probe pods, `delete-pods`). It is never partitioned or crashed.
+//! The observer: watches a cluster through its API server (polling every second, as an
+//! informer's relist would), records what changed as [`events`](crate::events), and carries out
+//! the plan's API-level actions (probe pods, `delete-pods`).
+//!
+//! It only needs a `kube::Client`, so every backend runs the same observer: the sim runs it as
+//! the `kubechaos` host (never partitioned or crashed), real backends as a task.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,7 +52,7 @@ struct Seen {
 pub struct Observer {
     /// Where events go.
     pub recorder: Recorder,
-    /// The simulated wall time at the start of the run (renew times are recorded relative to it).
+    /// The wall-clock time at the start of the run (renew times are recorded relative to it).
     pub epoch: k8s_openapi::jiff::Timestamp,
     /// Whether Deployments need watching (an `available` invariant exists).
     pub watch_deployments: bool,
@@ -57,8 +60,7 @@ pub struct Observer {
 
 impl Observer {
     /// Run until the simulation ends.
-    pub async fn run(self, mut commands: mpsc::UnboundedReceiver<Command>) -> turmoil::Result {
-        let client = super::net::SimTransport::client(super::process::REQUEST_TIMEOUT);
+    pub async fn run(self, client: kube::Client, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut seen = Seen::default();
         let mut pending: Vec<Command> = Vec::new();
         let mut next_poll = tokio::time::Instant::now();

@@ -1,0 +1,233 @@
+//! The simulated components do what their upstream counterparts do, seen through the events a
+//! run records (and, for the workload controllers, through the API).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kubechaos::backend::sim::apiserver::ApiServer;
+use kubechaos::backend::sim::net::SimTransport;
+use kubechaos::backend::sim::process::Proc;
+use kubechaos::backend::sim::store::Store;
+use kubechaos::backend::sim::{controller_manager, epoch, node, scheduler};
+use kubechaos::clock::{Clock, SimClock};
+use kubechaos::events::{Event, EventKind, Recorder};
+use kubechaos::invariants::judge;
+use kubechaos::run::{run, RunOptions};
+use kubechaos::scenario;
+
+fn play(yaml: &str) -> (Vec<Event>, Vec<kubechaos::invariants::Verdict>) {
+    let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid scenario");
+    let outcome = run(&s, &RunOptions::default()).expect("sim runs");
+    let verdicts = judge(&s, &outcome.events);
+    (outcome.events, verdicts)
+}
+
+fn bound_to(events: &[Event], pod: &str) -> Option<String> {
+    events.iter().find_map(|e| match &e.kind {
+        EventKind::PodBound { pod: p, node } if p == pod => Some(node.clone()),
+        _ => None,
+    })
+}
+
+const NODE_LOSS: &str = "
+name: t
+cluster: {nodes: 2, components: {kube-scheduler: {replicas: 1}, kube-controller-manager: {replicas: 1}}}
+faults:
+  - {at: 10s, remove: node/node-0}
+  - {at: 90s, id: judged, heal: all}
+expect:
+  - schedulable: {within: 30s, after: judged}
+";
+
+#[test]
+fn the_node_lifecycle_controller_taints_a_silent_node_and_the_scheduler_avoids_it() {
+    let (events, verdicts) = play(NODE_LOSS);
+    assert!(verdicts[0].held, "{}", verdicts[0].message);
+    assert_eq!(
+        bound_to(&events, "kubechaos/probe-0").as_deref(),
+        Some("node-1")
+    );
+    let tainted_at = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::NodeObserved {
+                node,
+                ready: false,
+                tainted: true,
+            } if node == "node-0" => Some(e.t_ms),
+            _ => None,
+        })
+        .expect("node-0 is marked not Ready and tainted");
+    // Last heartbeat before 10s, 50s grace, 5s monitor period, 1s observer poll.
+    assert!(
+        (50_000..=70_000).contains(&tainted_at),
+        "tainted at {tainted_at}ms"
+    );
+
+    // Control: without a controller-manager nobody taints node-0, and the scheduler (which
+    // prefers the emptier node, by name on a tie) binds the probe to the dead node.
+    let (events, _) = play(&NODE_LOSS.replace(", kube-controller-manager: {replicas: 1}", ""));
+    assert_eq!(
+        bound_to(&events, "kubechaos/probe-0").as_deref(),
+        Some("node-0")
+    );
+}
+
+fn scheduler_lost_leadership_between(events: &[Event], from_ms: u64, to_ms: u64) -> bool {
+    events.iter().any(|e| {
+        matches!(&e.kind, EventKind::ProcessExited { process, reason } if process.starts_with("kube-scheduler") && reason.contains("leaderelection lost"))
+            && (from_ms..=to_ms).contains(&e.t_ms)
+    })
+}
+
+#[test]
+fn an_etcd_outage_fails_every_request_and_leaders_recover_after_it() {
+    let (events, verdicts) = play(
+        "
+name: t
+cluster: {nodes: 1, components: {kube-scheduler: {replicas: 2}}}
+faults:
+  - {at: 20s, etcd: stop, for: 40s}
+expect:
+  - leader-reacquired: {lease: kube-system/kube-scheduler, within: 60s}
+  - single-leader: {lease: kube-system/kube-scheduler}
+  - schedulable: {within: 60s}
+",
+    );
+    assert!(verdicts.iter().all(|v| v.held), "{verdicts:?}");
+    assert!(
+        scheduler_lost_leadership_between(&events, 20_000, 60_000),
+        "the leader must lose its lease while etcd is down"
+    );
+}
+
+#[test]
+fn cutting_the_api_server_off_etcd_is_an_outage_too() {
+    let (events, verdicts) = play(
+        "
+name: t
+cluster: {nodes: 1, components: {kube-scheduler: {replicas: 1}}}
+faults:
+  - {at: 20s, partition: [api-server, etcd], for: 40s}
+expect:
+  - leader-reacquired: {lease: kube-system/kube-scheduler, within: 60s}
+",
+    );
+    assert!(verdicts[0].held, "{}", verdicts[0].message);
+    assert!(scheduler_lost_leadership_between(&events, 20_000, 60_000));
+}
+
+#[test]
+fn a_one_way_partition_from_the_leader_loses_its_lease() {
+    let (events, verdicts) = play(
+        "
+name: t
+cluster: {nodes: 1, components: {kube-scheduler: {replicas: 2}}}
+faults:
+  - {at: 20s, id: cut, partition: {from: kube-scheduler/leader, to: api-server}, for: 60s}
+expect:
+  - leader-reacquired: {lease: kube-system/kube-scheduler, within: 30s, after: cut}
+  - single-leader: {lease: kube-system/kube-scheduler}
+",
+    );
+    assert!(verdicts.iter().all(|v| v.held), "{verdicts:?}");
+    let cut = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::FaultApplied {
+                detail,
+                undo: false,
+                ..
+            } => Some(detail.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(cut.contains("-> api-server"), "{cut}");
+}
+
+/// The deployment and replicaset controllers, driven through the API on a small simulated
+/// cluster: a Deployment becomes one ReplicaSet and its pods, which the scheduler binds; a
+/// deleted pod is replaced.
+#[test]
+fn deployments_become_replicasets_become_bound_pods() {
+    let mut sim = turmoil::Builder::new()
+        .tick_duration(Duration::from_millis(20))
+        .simulation_duration(Duration::from_secs(300))
+        .build();
+    let recorder = Recorder::new(|| {
+        turmoil::sim_elapsed()
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    });
+    let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
+    let api = Arc::new(ApiServer {
+        store: Arc::new(Mutex::new(Store::default())),
+        etcd_ok: Arc::new(true.into()),
+        clock: clock.clone(),
+    });
+    sim.host("api-server", move || api.clone().serve());
+    let p = Proc::new(
+        "kube-controller-manager-0",
+        recorder.clone(),
+        clock.clone(),
+        1,
+    );
+    sim.host("kube-controller-manager-0", move || {
+        let p = p.clone();
+        async move {
+            controller_manager::run(p).await;
+            Ok(())
+        }
+    });
+    let p = Proc::new("kube-scheduler-0", recorder.clone(), clock.clone(), 1);
+    sim.host("kube-scheduler-0", move || {
+        let p = p.clone();
+        async move {
+            scheduler::run(p).await;
+            Ok(())
+        }
+    });
+    let p = Proc::new("node-0", recorder.clone(), clock.clone(), 1);
+    sim.host("node-0", move || {
+        let p = p.clone();
+        async move {
+            node::run(p).await;
+            Ok(())
+        }
+    });
+    sim.client("test", async {
+        let client = SimTransport::client(Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let d: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "web:1"}]}}},
+        }))?;
+        Api::<Deployment>::namespaced(client.clone(), "default").create(&PostParams::default(), &d).await?;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+
+        let rs = Api::<ReplicaSet>::namespaced(client.clone(), "default").list(&ListParams::default()).await?;
+        assert_eq!(rs.items.len(), 1);
+        let rs_name = rs.items[0].metadata.name.clone().unwrap();
+        assert!(rs_name.starts_with("web-"), "{rs_name}");
+        let pods_api = Api::<Pod>::namespaced(client.clone(), "default");
+        let pods = pods_api.list(&ListParams::default().labels("app=web")).await?;
+        assert_eq!(pods.items.len(), 2);
+        for p in &pods.items {
+            assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("node-0"));
+            assert_eq!(p.metadata.owner_references.as_ref().unwrap()[0].name, rs_name);
+        }
+        let gone = pods.items[0].metadata.name.clone().unwrap();
+        pods_api.delete(&gone, &DeleteParams::default()).await?;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let pods = pods_api.list(&ListParams::default().labels("app=web")).await?;
+        assert_eq!(pods.items.len(), 2, "the deleted pod is replaced");
+        assert!(pods.items.iter().all(|p| p.metadata.name.as_deref() != Some(gone.as_str())));
+        Ok(())
+    });
+    sim.run().expect("the controllers converge");
+}
