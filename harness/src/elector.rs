@@ -264,21 +264,8 @@ impl Elector {
             if let Some(spec) = lease.spec.as_mut() {
                 spec.renew_time = Some(wall.clone());
             }
-            match self
-                .api
-                .replace(&self.name, &PostParams::default(), &lease)
-                .await
-            {
-                Ok(updated) => {
-                    self.observed = Some(Observed {
-                        lease: updated,
-                        at: now,
-                    });
-                    return true;
-                }
-                Err(e) => {
-                    tracing::debug!(lease = %self.lease(), error = %e, "fast renew failed; reading the lease")
-                }
+            if self.write(&lease, now).await {
+                return true;
             }
         }
 
@@ -344,23 +331,29 @@ impl Elector {
             Decision::Write(new_spec) => {
                 let mut lease = current;
                 lease.spec = Some(new_spec);
-                match self
-                    .api
-                    .replace(&self.name, &PostParams::default(), &lease)
-                    .await
-                {
-                    Ok(updated) => {
-                        self.observed = Some(Observed {
-                            lease: updated,
-                            at: now,
-                        });
-                        true
-                    }
-                    Err(e) => {
-                        tracing::debug!(lease = %self.lease(), error = %e, "failed to update lease");
-                        false
-                    }
-                }
+                self.write(&lease, now).await
+            }
+        }
+    }
+
+    /// Update the lease (with its resourceVersion: a stale write is a 409) and remember what
+    /// was written and when.
+    async fn write(&mut self, lease: &Lease, now: Instant) -> bool {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), lease)
+            .await
+        {
+            Ok(updated) => {
+                self.observed = Some(Observed {
+                    lease: updated,
+                    at: now,
+                });
+                true
+            }
+            Err(e) => {
+                tracing::debug!(lease = %self.lease(), error = %e, "failed to update lease");
+                false
             }
         }
     }

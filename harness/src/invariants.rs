@@ -64,27 +64,30 @@ impl<'a> Timeline<'a> {
         }
     }
 
-    /// Whether `identity`'s process is running, in that incarnation, at `t`.
-    fn alive(&self, identity: &str, t: u64) -> bool {
-        let process = identity_process(identity);
-        let incarnation = identity
-            .rsplit_once('_')
-            .and_then(|(_, i)| i.parse::<u32>().ok());
-        let mut running: Option<u32> = None;
+    /// The incarnation of `process` running at `t`, if it is running.
+    fn incarnation_at(&self, process: &str, t: u64) -> Option<u32> {
+        let mut running = None;
         for e in self.events.iter().take_while(|e| e.t_ms <= t) {
             match &e.kind {
                 EventKind::ProcessStarted {
                     process: p,
-                    incarnation: i,
-                } if p == process => running = Some(*i),
+                    incarnation,
+                } if p == process => running = Some(*incarnation),
                 EventKind::ProcessExited { process: p, .. } if p == process => running = None,
                 _ => {}
             }
         }
-        match (running, incarnation) {
-            (Some(r), Some(i)) => r == i,
-            (Some(_), None) => true,
-            (None, _) => false,
+        running
+    }
+
+    /// Whether `identity`'s process is running, in that incarnation, at `t`.
+    fn alive(&self, identity: &str, t: u64) -> bool {
+        let wanted = identity
+            .rsplit_once('_')
+            .and_then(|(_, i)| i.parse::<u32>().ok());
+        match (self.incarnation_at(identity_process(identity), t), wanted) {
+            (Some(running), Some(wanted)) => running == wanted,
+            (running, _) => running.is_some(),
         }
     }
 
@@ -92,17 +95,7 @@ impl<'a> Timeline<'a> {
     fn running(&self, candidates: &[String], t: u64) -> Vec<String> {
         candidates
             .iter()
-            .filter(|c| {
-                let mut up = false;
-                for e in self.events.iter().take_while(|e| e.t_ms <= t) {
-                    match &e.kind {
-                        EventKind::ProcessStarted { process, .. } if process == *c => up = true,
-                        EventKind::ProcessExited { process, .. } if process == *c => up = false,
-                        _ => {}
-                    }
-                }
-                up
-            })
+            .filter(|c| self.incarnation_at(c, t).is_some())
             .cloned()
             .collect()
     }
