@@ -59,6 +59,47 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// The local control plane's upstream binaries.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Build etcd, kube-apiserver, kube-scheduler and kube-controller-manager at the pinned
+    /// versions (fixtures/control-plane) into ~/.cache/kubechaos (or $KUBECHAOS_CACHE), once.
+    #[command(
+        after_help = "Needs Go 1.26+ and the Go module proxy. Takes about 10 minutes on 2 cores the first time;\nlater calls find the binaries and return at once. Prints where they are."
+    )]
+    Build,
+    /// Start a local control plane and keep it running until Ctrl-C (or for --for).
+    #[command(
+        after_help = "Examples:\n  kubechaos cluster up                       3 nodes, 2 schedulers, 2 controller-managers\n  kubechaos cluster up --nodes 1 --for 30s   up for 30 seconds, then cleaned away\n\nPrints the KUBECONFIG to use with kubectl. Everything it started is stopped, and its run\ndirectory removed (unless --keep), when it ends."
+    )]
+    Up(UpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    /// Fake nodes.
+    #[arg(long, default_value_t = 3)]
+    nodes: u32,
+    /// kube-scheduler replicas.
+    #[arg(long, default_value_t = 2)]
+    schedulers: u32,
+    /// kube-controller-manager replicas.
+    #[arg(long, default_value_t = 2)]
+    controller_managers: u32,
+    /// Stop after this long (e.g. 30s) instead of waiting for Ctrl-C.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    for_: Option<Duration>,
+    /// Keep the run directory (certificates, kubeconfigs, logs, etcd data) after stopping.
+    #[arg(long)]
+    keep: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    scenario::duration::parse(s)
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,7 +142,8 @@ pub fn main() -> i32 {
     };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
         )
         .with_writer(std::io::stderr)
         .try_init();
@@ -109,6 +151,8 @@ pub fn main() -> i32 {
         Command::Scenario(args) => scenario_cmd(&args),
         Command::List => list_cmd(),
         Command::Validate { paths, backend } => validate_cmd(&paths, backend),
+        Command::Cluster(ClusterCommand::Build) => cluster_build(),
+        Command::Cluster(ClusterCommand::Up(args)) => cluster_up(&args),
         Command::Schema => {
             print!("{}", scenario::json_schema());
             exit::HELD
@@ -260,6 +304,98 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         println!("replay: {}", replay_command(args));
         exit::VIOLATED
     }
+}
+
+fn cluster_build() -> i32 {
+    use crate::backend::local::build;
+    let fixtures = build::fixtures_dir();
+    let result = build::Pins::read(&fixtures).and_then(|pins| {
+        let dir = build::ensure(&pins, &fixtures, &mut |line| eprintln!("{line}"))?;
+        Ok((pins, dir))
+    });
+    match result {
+        Ok((pins, dir)) => {
+            println!(
+                "Kubernetes {} and etcd {} are in {}",
+                pins.kubernetes,
+                pins.etcd,
+                dir.display()
+            );
+            for b in build::BINARIES {
+                println!("  {}", dir.join(b).display());
+            }
+            exit::HELD
+        }
+        Err(e) => {
+            eprintln!("kubechaos: {e}");
+            exit::ENVIRONMENT
+        }
+    }
+}
+
+fn cluster_up(args: &UpArgs) -> i32 {
+    use crate::backend::local::cluster::{LocalCluster, Spec};
+    use crate::scenario::Component;
+    // One thread: children get a parent-death signal tied to the thread that started them.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubechaos: cannot start the async runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    let spec = Spec {
+        nodes: args.nodes,
+        components: [
+            (Component::KubeScheduler, args.schedulers),
+            (Component::KubeControllerManager, args.controller_managers),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect(),
+    };
+    rt.block_on(async {
+        let mut say = |line: &str| eprintln!("{line}");
+        let cluster = tokio::select! {
+            biased;
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("kubechaos: interrupted while starting; everything started was stopped");
+                return exit::ENVIRONMENT;
+            }
+            c = LocalCluster::up(&spec, args.keep, &mut say) => c,
+        };
+        let cluster = match cluster {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("kubechaos: the local control plane did not start: {e}");
+                return exit::ENVIRONMENT;
+            }
+        };
+        println!("export KUBECONFIG={}", cluster.admin_kubeconfig.display());
+        println!("# then, for example: kubectl get leases -A; kubectl get nodes");
+        println!("# logs: {}/logs", cluster.dir.display());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let stop = async {
+            match args.for_ {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = tokio::signal::ctrl_c() => eprintln!("kubechaos: stopping (Ctrl-C)"),
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => eprintln!("kubechaos: stopping (SIGTERM)"),
+            () = stop => eprintln!("kubechaos: stopping"),
+        }
+        match cluster.down().await {
+            Some(dir) => eprintln!("kubechaos: stopped; kept {}", dir.display()),
+            None => eprintln!("kubechaos: stopped; every process ended and the run directory was removed"),
+        }
+        exit::HELD
+    })
 }
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod elector;
 pub mod events;
 pub mod exit;
+pub mod fake_node;
 pub mod invariants;
 pub mod observer;
 pub mod plan;

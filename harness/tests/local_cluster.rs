@@ -1,0 +1,217 @@
+//! The local control plane, for real: upstream etcd, kube-apiserver, kube-scheduler and
+//! kube-controller-manager started by `kubechaos cluster up`. These tests need the binaries
+//! (`kubechaos cluster build`, which `ci/test` runs first); without them `cluster up` builds
+//! them, and if it cannot, the tests fail: they never skip.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kubechaos() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubechaos"));
+    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .env("RUST_LOG", "off");
+    cmd
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .chars()
+            .all(|c| c.is_ascii_digit())
+        {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) {
+                found.push(cmdline);
+            }
+        }
+    }
+    found
+}
+
+fn wait_until_gone(needle: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = processes_mentioning(needle);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Start `cluster up` in the background and return it with its run directory once it is ready.
+fn up(args: &[&str]) -> (Child, PathBuf) {
+    let mut child = kubechaos()
+        .args(["cluster", "up"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines
+        .next()
+        .expect("cluster up prints the kubeconfig when ready")
+        .unwrap();
+    let kubeconfig = first
+        .strip_prefix("export KUBECONFIG=")
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    let dir = Path::new(kubeconfig).parent().unwrap().to_path_buf();
+    std::thread::spawn(move || for _ in lines {});
+    (child, dir)
+}
+
+fn kubectl(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", dir.join("admin.kubeconfig"))
+        .args(args)
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
+    let (mut child, dir) = up(&[
+        "--nodes",
+        "2",
+        "--schedulers",
+        "2",
+        "--controller-managers",
+        "2",
+    ]);
+    let leases = kubectl(
+        &dir,
+        &[
+            "get",
+            "leases",
+            "-A",
+            "-o",
+            "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,HOLDER:.spec.holderIdentity",
+            "--no-headers",
+        ],
+    );
+    let holder = |name: &str| {
+        leases
+            .lines()
+            .find(|l| {
+                l.contains(&format!("kube-system {name} "))
+                    || l.split_whitespace().nth(1) == Some(name)
+            })
+            .map(|l| l.split_whitespace().nth(2).unwrap_or("").to_owned())
+    };
+    let scheduler = holder("kube-scheduler").expect("the scheduler lease exists");
+    assert!(
+        scheduler.starts_with("kube-scheduler-0_") || scheduler.starts_with("kube-scheduler-1_"),
+        "holder identities name the replica: {scheduler}"
+    );
+    let kcm = holder("kube-controller-manager").expect("the controller-manager lease exists");
+    assert!(kcm.starts_with("kube-controller-manager-"), "{kcm}");
+    let nodes = kubectl(&dir, &["get", "nodes", "--no-headers"]);
+    assert_eq!(
+        nodes
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+            .count(),
+        2,
+        "{nodes}"
+    );
+    let version = kubectl(&dir, &["version", "-o", "json"]);
+    assert!(
+        version.contains("\"gitVersion\": \"v1.3"),
+        "the server reports the pinned version: {version}"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "Ctrl-C is a clean stop: {status}");
+    let needle = dir.to_string_lossy().into_owned();
+    assert_eq!(
+        wait_until_gone(&needle),
+        Vec::<String>::new(),
+        "no process of the run is left"
+    );
+    assert!(!dir.exists(), "the run directory is removed");
+}
+
+#[test]
+fn killing_kubechaos_outright_takes_every_child_with_it() {
+    let (mut child, dir) = up(&[
+        "--nodes",
+        "1",
+        "--schedulers",
+        "1",
+        "--controller-managers",
+        "1",
+    ]);
+    let needle = dir.to_string_lossy().into_owned();
+    assert!(
+        processes_mentioning(&needle).len() >= 4,
+        "etcd, kube-apiserver, scheduler and controller-manager run"
+    );
+    child.kill().unwrap(); // SIGKILL: no cleanup code runs in kubechaos
+    child.wait().unwrap();
+    assert_eq!(
+        wait_until_gone(&needle),
+        Vec::<String>::new(),
+        "the parent-death signal ends every child"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cluster_up_for_a_duration_stops_by_itself() {
+    let out = kubechaos()
+        .args([
+            "cluster",
+            "up",
+            "--nodes",
+            "1",
+            "--schedulers",
+            "1",
+            "--controller-managers",
+            "1",
+            "--for",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ready after"), "{stderr}");
+    assert!(
+        stderr.contains("every process ended and the run directory was removed"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let kubeconfig = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("export KUBECONFIG="))
+        .expect("kubeconfig line");
+    let dir = Path::new(kubeconfig).parent().unwrap();
+    assert!(!dir.exists());
+    assert_eq!(
+        wait_until_gone(&dir.to_string_lossy()),
+        Vec::<String>::new()
+    );
+}
