@@ -123,7 +123,7 @@ struct ScenarioArgs {
     #[arg(short, long)]
     verbose: bool,
     /// Virtual milliseconds per simulation step (sim).
-    #[arg(long, default_value_t = 20, value_name = "MS", hide_short_help = true)]
+    #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
     tick_ms: u64,
 }
 
@@ -199,7 +199,7 @@ fn replay_command(args: &ScenarioArgs) -> String {
     if args.backend != BackendKind::Sim {
         cmd.push_str(&format!(" --backend {}", args.backend.name()));
     }
-    if args.tick_ms != 20 {
+    if args.tick_ms != crate::backend::sim::DEFAULT_TICK_MS {
         cmd.push_str(&format!(" --tick-ms {}", args.tick_ms));
     }
     cmd

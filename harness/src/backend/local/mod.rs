@@ -7,3 +7,4 @@
 pub mod build;
 pub mod cluster;
 pub mod pki;
+pub mod proxy;

@@ -39,6 +39,9 @@ use crate::plan::{Plan, PlannedKind};
 use crate::scenario::validate::process_name;
 use crate::scenario::{Action, AgentMode, Invariant, Pos, ProcessOp, Scenario, Selector, Target};
 
+/// Default virtual milliseconds per simulation step (see [`SimOptions::tick`]).
+pub const DEFAULT_TICK_MS: u64 = 20;
+
 /// Options of a simulated run.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
@@ -53,7 +56,7 @@ impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
             seed: 1,
-            tick: Duration::from_millis(20),
+            tick: Duration::from_millis(DEFAULT_TICK_MS),
         }
     }
 }
