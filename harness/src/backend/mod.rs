@@ -5,6 +5,7 @@
 //! - `local`: a real control plane started on this machine (not built yet);
 //! - `kube`: an existing cluster from a kubeconfig (not built yet).
 
+pub mod driver;
 pub mod local;
 pub mod sim;
 
