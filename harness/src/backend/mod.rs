@@ -1,8 +1,10 @@
 //! Backends: the world a scenario is played against. They share everything but the world: the
 //! plan they carry out, the events they record, and the invariants that judge them.
 //!
+//! [`driver`] carries out the fault vocabulary for any world;
 //! - [`sim`]: a deterministic simulated cluster (turmoil), the default;
-//! - `local`: a real control plane started on this machine (not built yet);
+//! - [`local`]: a real control plane started on this machine (`cluster build|up` work; scenario
+//!   runs are not built yet);
 //! - `kube`: an existing cluster from a kubeconfig (not built yet).
 
 pub mod driver;

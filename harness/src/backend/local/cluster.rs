@@ -7,7 +7,7 @@
 //!   a process behind;
 //! - its own UTS namespace gives it the hostname `NAME` (`kube-scheduler-1`), so the identity that
 //!   upstream writes into the Lease (`hostname_uuid`) says which replica holds it, in the same
-//!   `PROCESS_x` shape as the sim (this needs root, or unprivileged user namespaces).
+//!   `PROCESS_x` shape as the sim (this needs root: `unshare --uts` needs CAP_SYS_ADMIN).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use self::apiserver::ApiServer;
 use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
-use self::store::{Store, RESOURCES};
+use self::store::{Store, LEASES};
 use super::driver::{Driver, Exit, World, ETCD};
 use super::BackendError;
 use crate::clock::{Clock, SimClock};
@@ -180,7 +180,7 @@ impl World for SimWorld<'_> {
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
         let store = self.store.lock().expect("store lock");
         store
-            .get(&RESOURCES[2], &lease.namespace, &lease.name)
+            .get(&LEASES, &lease.namespace, &lease.name)
             .and_then(|l| l.pointer("/spec/holderIdentity"))
             .and_then(|h| h.as_str())
             .filter(|h| !h.is_empty())

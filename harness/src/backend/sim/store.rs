@@ -22,49 +22,54 @@ pub struct Resource {
     pub has_status: bool,
 }
 
+/// Pods (with `binding` and `status`).
+pub const PODS: Resource = Resource {
+    prefix: "api/v1",
+    plural: "pods",
+    kind: "Pod",
+    api_version: "v1",
+    namespaced: true,
+    has_status: true,
+};
+/// Nodes (with `status`).
+pub const NODES: Resource = Resource {
+    prefix: "api/v1",
+    plural: "nodes",
+    kind: "Node",
+    api_version: "v1",
+    namespaced: false,
+    has_status: true,
+};
+/// Leases.
+pub const LEASES: Resource = Resource {
+    prefix: "apis/coordination.k8s.io/v1",
+    plural: "leases",
+    kind: "Lease",
+    api_version: "coordination.k8s.io/v1",
+    namespaced: true,
+    has_status: false,
+};
+/// Deployments (with `status`).
+pub const DEPLOYMENTS: Resource = Resource {
+    prefix: "apis/apps/v1",
+    plural: "deployments",
+    kind: "Deployment",
+    api_version: "apps/v1",
+    namespaced: true,
+    has_status: true,
+};
+/// ReplicaSets (with `status`).
+pub const REPLICASETS: Resource = Resource {
+    prefix: "apis/apps/v1",
+    plural: "replicasets",
+    kind: "ReplicaSet",
+    api_version: "apps/v1",
+    namespaced: true,
+    has_status: true,
+};
+
 /// Every resource the simulation serves: the subset the components use.
-pub const RESOURCES: &[Resource] = &[
-    Resource {
-        prefix: "api/v1",
-        plural: "pods",
-        kind: "Pod",
-        api_version: "v1",
-        namespaced: true,
-        has_status: true,
-    },
-    Resource {
-        prefix: "api/v1",
-        plural: "nodes",
-        kind: "Node",
-        api_version: "v1",
-        namespaced: false,
-        has_status: true,
-    },
-    Resource {
-        prefix: "apis/coordination.k8s.io/v1",
-        plural: "leases",
-        kind: "Lease",
-        api_version: "coordination.k8s.io/v1",
-        namespaced: true,
-        has_status: false,
-    },
-    Resource {
-        prefix: "apis/apps/v1",
-        plural: "deployments",
-        kind: "Deployment",
-        api_version: "apps/v1",
-        namespaced: true,
-        has_status: true,
-    },
-    Resource {
-        prefix: "apis/apps/v1",
-        plural: "replicasets",
-        kind: "ReplicaSet",
-        api_version: "apps/v1",
-        namespaced: true,
-        has_status: true,
-    },
-];
+pub const RESOURCES: &[Resource] = &[PODS, NODES, LEASES, DEPLOYMENTS, REPLICASETS];
 
 /// Key of a stored object.
 pub type Key = (&'static str, String, String);
@@ -280,7 +285,7 @@ impl Store {
 
     /// Bind a pending pod to a node (the `pods/binding` subresource).
     pub fn bind(&mut self, ns: &str, pod: &str, node: &str) -> Result<Value, StoreError> {
-        let r = &RESOURCES[0];
+        let r = &PODS;
         let key = (r.plural, ns.to_owned(), pod.to_owned());
         let Some(obj) = self.objects.get(&key) else {
             return Err(StoreError::NotFound(format!("pods \"{pod}\" not found")));
@@ -317,14 +322,12 @@ fn group(r: &Resource) -> &'static str {
 mod tests {
     use super::*;
 
-    const LEASES: &Resource = &RESOURCES[2];
-
     #[test]
     fn stale_updates_conflict() {
         let mut s = Store::default();
         let created = s
             .create(
-                LEASES,
+                &LEASES,
                 "ns",
                 json!({"metadata": {"name": "l"}, "spec": {}}),
                 "t",
@@ -332,11 +335,11 @@ mod tests {
             .unwrap();
         let mut a = created.clone();
         a["spec"]["holderIdentity"] = json!("a");
-        s.update(LEASES, "ns", "l", a, false).unwrap();
+        s.update(&LEASES, "ns", "l", a, false).unwrap();
         let mut b = created;
         b["spec"]["holderIdentity"] = json!("b");
         assert!(matches!(
-            s.update(LEASES, "ns", "l", b, false),
+            s.update(&LEASES, "ns", "l", b, false),
             Err(StoreError::Conflict(_))
         ));
     }
@@ -345,7 +348,7 @@ mod tests {
     fn binding_twice_conflicts() {
         let mut s = Store::default();
         s.create(
-            &RESOURCES[0],
+            &PODS,
             "ns",
             json!({"metadata": {"name": "p"}, "spec": {}}),
             "t",
@@ -365,7 +368,7 @@ mod tests {
     #[test]
     fn main_resource_updates_keep_status() {
         let mut s = Store::default();
-        let pods = &RESOURCES[0];
+        let pods = &PODS;
         let p = s
             .create(
                 pods,
