@@ -215,3 +215,60 @@ fn cluster_up_for_a_duration_stops_by_itself() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn keep_leaves_the_run_directory_with_logs_and_kubeconfigs() {
+    let out = kubechaos()
+        .args([
+            "cluster",
+            "up",
+            "--nodes",
+            "1",
+            "--schedulers",
+            "1",
+            "--controller-managers",
+            "1",
+            "--for",
+            "1s",
+            "--keep",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let kubeconfig = PathBuf::from(
+        stdout
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("export KUBECONFIG="))
+            .expect("kubeconfig line"),
+    );
+    let dir = kubeconfig.parent().unwrap().to_path_buf();
+    assert!(
+        stderr.contains(&format!("kept {}", dir.display())),
+        "{stderr}"
+    );
+    assert!(kubeconfig.is_file(), "the kubeconfig is kept");
+    for log in [
+        "etcd",
+        "api-server",
+        "kube-scheduler-0",
+        "kube-controller-manager-0",
+    ] {
+        let path = dir.join("logs").join(format!("{log}.log"));
+        assert!(
+            std::fs::metadata(&path)
+                .map(|m| m.len() > 0)
+                .unwrap_or(false),
+            "{} is kept and not empty",
+            path.display()
+        );
+    }
+    assert_eq!(
+        wait_until_gone(&dir.to_string_lossy()),
+        Vec::<String>::new(),
+        "processes still end"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -134,7 +134,13 @@ impl LocalCluster {
         let admin_kubeconfig = kubeconfigs["admin"].clone();
         let admin = client_for(&admin_kubeconfig).await?;
         let mut cluster = LocalCluster {
-            tempdir: if keep { None } else { Some(tempdir) },
+            tempdir: if keep {
+                // Detach it: the directory outlives this run.
+                let _ = tempdir.keep();
+                None
+            } else {
+                Some(tempdir)
+            },
             dir,
             server,
             admin_kubeconfig,
