@@ -95,6 +95,19 @@ pub struct Store {
     uid: u64,
 }
 
+/// The key of `name` in namespace `ns` (ignored for cluster-scoped resources).
+fn key(r: &Resource, ns: &str, name: &str) -> Key {
+    (
+        r.plural,
+        if r.namespaced {
+            ns.to_owned()
+        } else {
+            String::new()
+        },
+        name.to_owned(),
+    )
+}
+
 fn meta(obj: &Value, field: &str) -> Option<String> {
     obj.get("metadata")?.get(field)?.as_str().map(str::to_owned)
 }
@@ -120,8 +133,7 @@ impl Store {
 
     /// One object.
     pub fn get(&self, r: &Resource, ns: &str, name: &str) -> Option<&Value> {
-        self.objects
-            .get(&(r.plural, ns.to_owned(), name.to_owned()))
+        self.objects.get(&key(r, ns, name))
     }
 
     /// Objects of a resource, in one namespace or all (`ns` None), in name order.
@@ -173,15 +185,7 @@ impl Store {
                 }
             },
         };
-        let key = (
-            r.plural,
-            if r.namespaced {
-                ns.to_owned()
-            } else {
-                String::new()
-            },
-            name.clone(),
-        );
+        let key = key(r, ns, &name);
         if self.objects.contains_key(&key) {
             return Err(StoreError::AlreadyExists(format!(
                 "{}.{} \"{name}\" already exists",
@@ -215,15 +219,7 @@ impl Store {
         mut obj: Value,
         status_only: bool,
     ) -> Result<Value, StoreError> {
-        let key = (
-            r.plural,
-            if r.namespaced {
-                ns.to_owned()
-            } else {
-                String::new()
-            },
-            name.to_owned(),
-        );
+        let key = key(r, ns, name);
         let Some(old) = self.objects.get(&key) else {
             return Err(StoreError::NotFound(format!(
                 "{}.{} \"{name}\" not found",
@@ -267,15 +263,7 @@ impl Store {
 
     /// Delete.
     pub fn delete(&mut self, r: &Resource, ns: &str, name: &str) -> Result<Value, StoreError> {
-        let key = (
-            r.plural,
-            if r.namespaced {
-                ns.to_owned()
-            } else {
-                String::new()
-            },
-            name.to_owned(),
-        );
+        let key = key(r, ns, name);
         let obj = self.objects.remove(&key).ok_or_else(|| {
             StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r)))
         })?;
@@ -286,7 +274,7 @@ impl Store {
     /// Bind a pending pod to a node (the `pods/binding` subresource).
     pub fn bind(&mut self, ns: &str, pod: &str, node: &str) -> Result<Value, StoreError> {
         let r = &PODS;
-        let key = (r.plural, ns.to_owned(), pod.to_owned());
+        let key = key(r, ns, pod);
         let Some(obj) = self.objects.get(&key) else {
             return Err(StoreError::NotFound(format!("pods \"{pod}\" not found")));
         };
