@@ -48,8 +48,33 @@ fn wait_until_gone(needle: &str) -> Vec<String> {
     }
 }
 
-/// Start `cluster up` in the background and return it with its run directory once it is ready.
-fn up(args: &[&str]) -> (Child, PathBuf) {
+/// A `cluster up` running in the background. If a test fails before it stops the cluster, the
+/// guard kills kubechaos, and the parent-death signal of its children takes the control plane
+/// with it: a failed test leaves no process behind.
+struct Running {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Running {
+    fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(self.child.id() as i32)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            wait_until_gone(&self.dir.to_string_lossy());
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Start `cluster up` in the background; returns once it is ready.
+fn up(args: &[&str]) -> Running {
     let mut child = kubechaos()
         .args(["cluster", "up"])
         .args(args)
@@ -68,7 +93,40 @@ fn up(args: &[&str]) -> (Child, PathBuf) {
         .unwrap_or_else(|| panic!("unexpected first line: {first}"));
     let dir = Path::new(kubeconfig).parent().unwrap().to_path_buf();
     std::thread::spawn(move || for _ in lines {});
-    (child, dir)
+    Running { child, dir }
+}
+
+/// Run `cluster up` with one replica of everything for one second; returns its stderr and run
+/// directory, after checking it succeeded.
+fn up_for_a_second(extra: &[&str]) -> (String, PathBuf) {
+    let out = kubechaos()
+        .args([
+            "cluster",
+            "up",
+            "--nodes",
+            "1",
+            "--schedulers",
+            "1",
+            "--controller-managers",
+            "1",
+            "--for",
+            "1s",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let kubeconfig = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("export KUBECONFIG="))
+        .expect("kubeconfig line");
+    (
+        stderr,
+        Path::new(kubeconfig).parent().unwrap().to_path_buf(),
+    )
 }
 
 fn kubectl(dir: &Path, args: &[&str]) -> String {
@@ -87,7 +145,7 @@ fn kubectl(dir: &Path, args: &[&str]) -> String {
 
 #[test]
 fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
-    let (mut child, dir) = up(&[
+    let mut cluster = up(&[
         "--nodes",
         "2",
         "--schedulers",
@@ -95,6 +153,7 @@ fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
         "--controller-managers",
         "2",
     ]);
+    let dir = cluster.dir.clone();
     let leases = kubectl(
         &dir,
         &[
@@ -137,12 +196,8 @@ fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
         "the server reports the pinned version: {version}"
     );
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let status = child.wait().unwrap();
+    nix::sys::signal::kill(cluster.pid(), nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = cluster.child.wait().unwrap();
     assert!(status.success(), "Ctrl-C is a clean stop: {status}");
     let needle = dir.to_string_lossy().into_owned();
     assert_eq!(
@@ -155,7 +210,7 @@ fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
 
 #[test]
 fn killing_kubechaos_outright_takes_every_child_with_it() {
-    let (mut child, dir) = up(&[
+    let mut cluster = up(&[
         "--nodes",
         "1",
         "--schedulers",
@@ -163,52 +218,29 @@ fn killing_kubechaos_outright_takes_every_child_with_it() {
         "--controller-managers",
         "1",
     ]);
-    let needle = dir.to_string_lossy().into_owned();
+    let needle = cluster.dir.to_string_lossy().into_owned();
     assert!(
         processes_mentioning(&needle).len() >= 4,
         "etcd, kube-apiserver, scheduler and controller-manager run"
     );
-    child.kill().unwrap(); // SIGKILL: no cleanup code runs in kubechaos
-    child.wait().unwrap();
+    cluster.child.kill().unwrap(); // SIGKILL: no cleanup code runs in kubechaos
+    cluster.child.wait().unwrap();
     assert_eq!(
         wait_until_gone(&needle),
         Vec::<String>::new(),
         "the parent-death signal ends every child"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&cluster.dir);
 }
 
 #[test]
 fn cluster_up_for_a_duration_stops_by_itself() {
-    let out = kubechaos()
-        .args([
-            "cluster",
-            "up",
-            "--nodes",
-            "1",
-            "--schedulers",
-            "1",
-            "--controller-managers",
-            "1",
-            "--for",
-            "1s",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (stderr, dir) = up_for_a_second(&[]);
     assert!(stderr.contains("ready after"), "{stderr}");
     assert!(
         stderr.contains("every process ended and the run directory was removed"),
         "{stderr}"
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let kubeconfig = stdout
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("export KUBECONFIG="))
-        .expect("kubeconfig line");
-    let dir = Path::new(kubeconfig).parent().unwrap();
     assert!(!dir.exists());
     assert_eq!(
         wait_until_gone(&dir.to_string_lossy()),
@@ -218,33 +250,8 @@ fn cluster_up_for_a_duration_stops_by_itself() {
 
 #[test]
 fn keep_leaves_the_run_directory_with_logs_and_kubeconfigs() {
-    let out = kubechaos()
-        .args([
-            "cluster",
-            "up",
-            "--nodes",
-            "1",
-            "--schedulers",
-            "1",
-            "--controller-managers",
-            "1",
-            "--for",
-            "1s",
-            "--keep",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let kubeconfig = PathBuf::from(
-        stdout
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("export KUBECONFIG="))
-            .expect("kubeconfig line"),
-    );
-    let dir = kubeconfig.parent().unwrap().to_path_buf();
+    let (stderr, dir) = up_for_a_second(&["--keep"]);
+    let kubeconfig = dir.join("admin.kubeconfig");
     assert!(
         stderr.contains(&format!("kept {}", dir.display())),
         "{stderr}"

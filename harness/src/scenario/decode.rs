@@ -78,9 +78,10 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn expected_list(allowed: &[&str]) -> String {
-    allowed
-        .iter()
+/// Names as a message lists them: `` `a`, `b`, `c` ``.
+pub fn ticked<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    items
+        .into_iter()
         .map(|k| format!("`{k}`"))
         .collect::<Vec<_>>()
         .join(", ")
@@ -121,7 +122,7 @@ impl Decoder {
                 format!(
                     "{what} is {}; expected a mapping with keys {}",
                     node.value.kind(),
-                    expected_list(allowed)
+                    ticked(allowed)
                 ),
             );
             return None;
@@ -136,7 +137,7 @@ impl Decoder {
                     format!(
                         "a key in {what} is {}; expected one of {}",
                         k.value.kind(),
-                        expected_list(allowed)
+                        ticked(allowed)
                     ),
                 );
                 continue;
@@ -149,7 +150,7 @@ impl Decoder {
                     k.pos,
                     format!(
                         "unknown key `{key}` in {what}{hint}; expected one of {}",
-                        expected_list(allowed)
+                        ticked(allowed)
                     ),
                 );
                 continue;
@@ -544,7 +545,7 @@ impl Decoder {
                     node.pos,
                     format!(
                         "a fault step has no action; expected one of {}",
-                        expected_list(ACTION_KEYS)
+                        ticked(ACTION_KEYS)
                     ),
                 );
                 return None;
@@ -555,7 +556,7 @@ impl Decoder {
                     format!(
                         "a fault step has {} actions ({}); expected exactly one per step",
                         many.len(),
-                        expected_list(many)
+                        ticked(many)
                     ),
                 );
                 return None;
@@ -729,7 +730,7 @@ impl Decoder {
                     node.pos,
                     format!(
                         "an invariant is empty; expected one of {}",
-                        expected_list(INVARIANT_KEYS)
+                        ticked(INVARIANT_KEYS)
                     ),
                 );
                 return None;
@@ -740,7 +741,7 @@ impl Decoder {
                     format!(
                         "an entry of `expect` has {} invariants ({}); expected one per entry",
                         many.len(),
-                        expected_list(many)
+                        ticked(many)
                     ),
                 );
                 return None;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::decode::Problem;
+use super::decode::{ticked, Problem};
 use super::duration::human;
 use super::model::*;
 
@@ -89,7 +89,7 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 format!(
                     "agent group name `{}` is reserved; expected a name other than {}",
                     a.name,
-                    RESERVED_GROUPS.join(", ")
+                    ticked(RESERVED_GROUPS)
                 ),
             ));
         }
@@ -156,13 +156,7 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 let known = if held.is_empty() {
                     "no component or agent holds any lease in this cluster".to_owned()
                 } else {
-                    format!(
-                        "leases held here: {}",
-                        held.keys()
-                            .map(|l| format!("`{l}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                    format!("leases held here: {}", ticked(held.keys()))
                 };
                 problems.push((
                     inv.pos,
@@ -178,13 +172,7 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 let known = if ids.is_empty() {
                     "no step has an `id`".to_owned()
                 } else {
-                    format!(
-                        "step ids: {}",
-                        ids.iter()
-                            .map(|i| format!("`{i}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                    format!("step ids: {}", ticked(&ids))
                 };
                 problems.push((inv.pos, format!("`after: {after}` names no step; expected the `id` of a fault step ({known})")));
             }
@@ -235,11 +223,11 @@ fn check_target(s: &Scenario, target: &Target) -> Option<String> {
         },
         Target::Agent(name, sel) => match s.cluster.agents.iter().find(|a| &a.name == name) {
             None => {
-                let known: Vec<String> = s.cluster.agents.iter().map(|a| format!("`agent/{}`", a.name)).collect();
+                let known: Vec<String> = s.cluster.agents.iter().map(|a| format!("agent/{}", a.name)).collect();
                 Some(if known.is_empty() {
                     format!("target `{target}`: no agent group `{name}`; expected an agent group defined under `cluster.agents` (there are none)")
                 } else {
-                    format!("target `{target}`: no agent group `{name}`; expected one of {}", known.join(", "))
+                    format!("target `{target}`: no agent group `{name}`; expected one of {}", ticked(&known))
                 })
             }
             Some(a) => check_index(target, *sel, a.replicas),
