@@ -9,8 +9,9 @@
 //!   Ready condition is True (no kubelet sets it for plain fake nodes, as on the local backend);
 //! - replicaset controller: creates (`generateName: RS-`) or deletes owned pods to match replicas;
 //! - node lifecycle controller: every 5s (`--node-monitor-period`), a node whose Lease in
-//!   `kube-node-lease` has not changed for 50s (`--node-monitor-grace-period`, the default since
-//!   kubernetes#121793), judged by the time this controller *observed* the change, gets
+//!   `kube-node-lease` has not changed for 50s (`--node-monitor-grace-period`; both defaults
+//!   checked against `kube-controller-manager --help` of the pinned v1.37.2), judged by the time
+//!   this controller *observed* the change, gets
 //!   Ready=Unknown and the `node.kubernetes.io/unreachable:NoSchedule` taint; the taint goes when
 //!   the node reports Ready again.
 //!
