@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use kubechaos::backend::local::cluster::{LocalCluster, Spec};
+use kubechaos::backend::local::cluster::{LocalCluster, Quiet, Spec};
 use kubechaos::scenario::Component;
 
 fn main() {
@@ -27,13 +27,14 @@ fn main() {
         ]
         .into_iter()
         .collect(),
+        agents: Vec::new(),
     };
     let mut ready = Vec::new();
     for i in 1..=runs {
         rt.block_on(async {
             let started = Instant::now();
             let mut api = None;
-            let cluster = LocalCluster::up(&spec, false, &mut |line| {
+            let cluster = LocalCluster::up(&spec, false, std::sync::Arc::new(Quiet), &mut |line| {
                 if line.starts_with("API ready") {
                     api = Some(started.elapsed());
                 }

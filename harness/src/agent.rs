@@ -2,8 +2,9 @@
 //! when it stops leading, with the behaviours of the first seed
 //! (`shared/seeds/leader-election-stops-permanently.txt`) selectable by mode.
 //!
-//! This is the seam for the reference agent: the simulation runs this code over turmoil today,
-//! and a real `kubechaos-agent` binary can run the same function against a real API server.
+//! The same function runs in the simulation (over turmoil, with the simulated clock) and as a
+//! real process (`kubechaos agent`, which the local backend starts for each replica) against a
+//! real API server.
 
 use std::sync::Arc;
 
@@ -63,5 +64,39 @@ pub async fn run(p: AgentParams) {
                 std::future::pending::<()>().await;
             }
         }
+    }
+}
+
+/// Reports leadership as JSON lines on stdout, one [`EventKind`](crate::events::EventKind) per
+/// line (`{"event":"leading-started","lease":"default/agent-lock","identity":"agent-0_1"}`). The
+/// local backend reads these lines from every agent replica, the reference agent's and your own
+/// program's, and records them with its own timestamps.
+pub struct JsonLinesReporter;
+
+impl JsonLinesReporter {
+    /// Print one event line and flush it at once: the harness times it when it arrives.
+    pub fn emit(kind: &crate::events::EventKind) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        if let Ok(line) = serde_json::to_string(kind) {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+impl LeadershipReporter for JsonLinesReporter {
+    fn started_leading(&self, lease: &str, identity: &str) {
+        Self::emit(&crate::events::EventKind::LeadingStarted {
+            lease: lease.to_owned(),
+            identity: identity.to_owned(),
+        });
+    }
+    fn stopped_leading(&self, lease: &str, identity: &str, reason: &str) {
+        Self::emit(&crate::events::EventKind::LeadingStopped {
+            lease: lease.to_owned(),
+            identity: identity.to_owned(),
+            reason: reason.to_owned(),
+        });
     }
 }

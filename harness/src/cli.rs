@@ -59,9 +59,35 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
-    /// The local control plane's upstream binaries.
+    /// The local control plane: build its upstream binaries, start it.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Run the reference agent: a leader-elected program whose leader-only modules start when
+    /// it leads and stop when it stops leading (what the local backend runs for each replica).
+    #[command(
+        after_help = "Examples:\n  kubechaos agent --lease default/agent-lock\n  kubechaos agent --lease default/agent-lock --mode give-up --kubeconfig kind.yaml --context kind-chaos\n\nReports leadership as JSON lines on stdout ({\"event\":\"leading-started\",...}); logs go to stderr\n(RUST_LOG=info shows the elector). Runs until killed."
+    )]
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct AgentArgs {
+    /// The Lease to compete for, NAMESPACE/NAME.
+    #[arg(long, value_name = "NS/NAME")]
+    lease: String,
+    /// What to do on losing the lease: correct (be a candidate again), give-up (the elector
+    /// returns and nothing restarts it), stuck-on-stop (stopping a module blocks forever).
+    #[arg(long, default_value = "correct", value_parser = ["correct", "give-up", "stuck-on-stop"])]
+    mode: String,
+    /// Identity written into the Lease (default: HOSTNAME_RANDOM, as client-go programs do).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -122,6 +148,9 @@ struct ScenarioArgs {
     /// Show every observed event, not only the notable ones.
     #[arg(short, long)]
     verbose: bool,
+    /// Keep the run directory of a local run (certificates, kubeconfigs, logs, etcd data).
+    #[arg(long)]
+    keep: bool,
     /// Virtual milliseconds per simulation step (sim).
     #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
     tick_ms: u64,
@@ -153,6 +182,7 @@ pub fn main() -> i32 {
         Command::Validate { paths, backend } => validate_cmd(&paths, backend),
         Command::Cluster(ClusterCommand::Build) => cluster_build(),
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(&args),
+        Command::Agent(args) => agent_cmd(&args),
         Command::Schema => {
             print!("{}", scenario::json_schema());
             exit::HELD
@@ -232,6 +262,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         backend: args.backend,
         seed: args.seed,
         tick: Duration::from_millis(args.tick_ms),
+        keep: args.keep,
     };
     let unsupported = crate::backend::check(args.backend, &s);
     if !unsupported.is_empty() {
@@ -252,7 +283,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         "  duration: {}\n",
         scenario::duration::human(s.run_duration())
     );
-    let outcome = match run::run(&s, &opts) {
+    let outcome = match run::run_with_progress(&s, &opts, &mut |line| eprintln!("  {line}")) {
         Ok(o) => o,
         Err(BackendError::Unsupported { backend, problems }) => {
             return print_unsupported(&s, backend, problems)
@@ -334,7 +365,7 @@ fn cluster_build() -> i32 {
 }
 
 fn cluster_up(args: &UpArgs) -> i32 {
-    use crate::backend::local::cluster::{LocalCluster, Spec};
+    use crate::backend::local::cluster::{LocalCluster, Quiet, Spec};
     use crate::scenario::Component;
     // One thread: children get a parent-death signal tied to the thread that started them.
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -356,6 +387,7 @@ fn cluster_up(args: &UpArgs) -> i32 {
         .into_iter()
         .filter(|(_, n)| *n > 0)
         .collect(),
+        agents: Vec::new(),
     };
     rt.block_on(async {
         let mut say = |line: &str| eprintln!("{line}");
@@ -365,7 +397,7 @@ fn cluster_up(args: &UpArgs) -> i32 {
                 eprintln!("kubechaos: interrupted while starting; everything started was stopped");
                 return exit::ENVIRONMENT;
             }
-            c = LocalCluster::up(&spec, args.keep, &mut say) => c,
+            c = LocalCluster::up(&spec, args.keep, std::sync::Arc::new(Quiet), &mut say) => c,
         };
         let cluster = match cluster {
             Ok(c) => c,
@@ -498,4 +530,81 @@ fn validate_cmd(paths: &[PathBuf], backend: BackendKind) -> i32 {
     } else {
         exit::HELD
     }
+}
+
+fn agent_cmd(args: &AgentArgs) -> i32 {
+    use crate::scenario::AgentMode;
+    let Some((namespace, name)) = args
+        .lease
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+    else {
+        eprintln!(
+            "kubechaos agent: --lease {}: expected NAMESPACE/NAME, for example default/agent-lock",
+            args.lease
+        );
+        return exit::BAD_INPUT;
+    };
+    let mode = match args.mode.as_str() {
+        "give-up" => AgentMode::GiveUp,
+        "stuck-on-stop" => AgentMode::StuckOnStop,
+        _ => AgentMode::Correct,
+    };
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "agent".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("{hostname}_{:08x}", nanos as u32 ^ std::process::id()));
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubechaos agent: cannot start the async runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    rt.block_on(async {
+        // client-go bounds leader-election requests by the renew deadline; 5s keeps each try
+        // inside it, as the sim's clients do.
+        let client = match crate::kubeclient::client(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("kubechaos agent: {e}");
+                return exit::ENVIRONMENT;
+            }
+        };
+        let process = crate::events::identity_process(&identity).to_owned();
+        crate::agent::run(crate::agent::AgentParams {
+            client,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            identity: identity.clone(),
+            mode,
+            clock: std::sync::Arc::new(crate::clock::SystemClock),
+            rng: crate::clock::Rng::new(nanos, &identity),
+            reporter: std::sync::Arc::new(crate::agent::JsonLinesReporter),
+            note: Box::new(move |m| {
+                crate::agent::JsonLinesReporter::emit(&crate::events::EventKind::ProcessNote {
+                    process: process.clone(),
+                    message: m.to_owned(),
+                })
+            }),
+        })
+        .await;
+        exit::HELD
+    })
 }

@@ -2,7 +2,8 @@
 //! `kube-node-lease` every 10s (kubelet's default: a quarter of the 40s lease duration). When the
 //! Node's Ready condition is not True (the node lifecycle controller marked it Unknown while the
 //! node was cut off), it reports Ready=True again, as the kubelet's status update does.
-//! It runs no pods. The sim runs it over turmoil; the local backend against the real API server.
+//! It reports room for 110 pods and runs none of them. The sim runs it over turmoil; the local
+//! backend against the real API server.
 
 use std::time::Duration;
 
@@ -34,7 +35,11 @@ fn ready_node(name: &str, clock: &dyn Clock) -> Node {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
         "spec": {},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+        // Room for pods, as KWOK's default node reports: the scheduler's NodeResourcesFit
+        // filter counts pods against `allocatable.pods` even when they request nothing.
+        "status": {"capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
                                    "lastHeartbeatTime": now, "lastTransitionTime": now}]},
     }))
     .expect("node shape")

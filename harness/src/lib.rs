@@ -2,7 +2,7 @@
 //! leadership is re-acquired and the cluster becomes schedulable again.
 //!
 //! The run path, one module each:
-//! [`scenario`] (model, parse, validate) -> [`plan`] -> [`backend`] (sim; local and kube later)
+//! [`scenario`] (model, parse, validate) -> [`plan`] -> [`backend`] (sim, local; kube later)
 //! -> [`observer`] and [`events`] (the observed timeline) -> [`invariants`] -> [`report`].
 //! [`cli`] wires them up.
 #![warn(missing_docs)]
@@ -16,6 +16,7 @@ pub mod events;
 pub mod exit;
 pub mod fake_node;
 pub mod invariants;
+pub mod kubeclient;
 pub mod observer;
 pub mod plan;
 pub mod report;

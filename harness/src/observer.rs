@@ -46,6 +46,8 @@ struct Seen {
     nodes: BTreeMap<String, (bool, bool)>,
     bound: BTreeMap<String, String>,
     deployments: BTreeMap<String, (u32, u32)>,
+    /// Whether the last poll reached the API server (None before the first).
+    reachable: Option<bool>,
 }
 
 /// The observer/actuator.
@@ -56,6 +58,9 @@ pub struct Observer {
     pub epoch: k8s_openapi::jiff::Timestamp,
     /// Whether Deployments need watching (an `available` invariant exists).
     pub watch_deployments: bool,
+    /// The Leases to record (`NAMESPACE/NAME`); a real cluster holds many others (the API
+    /// servers' identity leases, other controllers').
+    pub leases: std::collections::BTreeSet<String>,
 }
 
 impl Observer {
@@ -142,17 +147,38 @@ impl Observer {
         d.as_millis().max(0) as u64
     }
 
+    /// Say in the timeline when the observer loses the API server and when it has it back: the
+    /// observer never fails a run, but a gap in what it saw must be visible.
+    fn reach(&self, seen: &mut Seen, result: Result<(), String>) {
+        let ok = result.is_ok();
+        if seen.reachable == Some(ok) || (seen.reachable.is_none() && ok) {
+            seen.reachable = Some(ok);
+            return;
+        }
+        seen.reachable = Some(ok);
+        self.recorder.record(EventKind::ProcessNote {
+            process: "kubechaos".into(),
+            message: match result {
+                Ok(()) => "observer: reached the API server again".into(),
+                Err(e) => {
+                    format!("observer: cannot reach the API server ({e}); retrying every second")
+                }
+            },
+        });
+    }
+
     async fn poll(&self, client: &kube::Client, seen: &mut Seen) {
-        if let Ok(leases) = Api::<Lease>::all(client.clone())
+        let leases = Api::<Lease>::all(client.clone())
             .list(&ListParams::default())
-            .await
-        {
+            .await;
+        self.reach(seen, leases.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        if let Ok(leases) = leases {
             for l in leases.items {
                 let ns = l.metadata.namespace.clone().unwrap_or_default();
-                if ns == "kube-node-lease" {
+                let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
+                if !self.leases.contains(&key) {
                     continue;
                 }
-                let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
                 let spec = l.spec.unwrap_or_default();
                 let now = (
                     spec.holder_identity.clone().filter(|h| !h.is_empty()),

@@ -17,6 +17,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// Virtual time per simulation step (sim).
     pub tick: Duration,
+    /// Keep the run directory (local).
+    pub keep: bool,
 }
 
 impl Default for RunOptions {
@@ -25,6 +27,7 @@ impl Default for RunOptions {
             backend: BackendKind::Sim,
             seed: DEFAULT_SEED,
             tick: backend::sim::SimOptions::default().tick,
+            keep: false,
         }
     }
 }
@@ -54,6 +57,15 @@ impl Outcome {
 
 /// Play a validated scenario.
 pub fn run(s: &Scenario, opts: &RunOptions) -> Result<Outcome, BackendError> {
+    run_with_progress(s, opts, &mut |_| {})
+}
+
+/// Play a validated scenario, telling `progress` what a real-time backend is doing.
+pub fn run_with_progress(
+    s: &Scenario,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Outcome, BackendError> {
     let problems = backend::check(opts.backend, s);
     if !problems.is_empty() {
         return Err(BackendError::Unsupported {
@@ -72,7 +84,13 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<Outcome, BackendError> {
                 tick: opts.tick,
             },
         )?,
-        BackendKind::Local | BackendKind::Kube => unreachable!("rejected by backend::check"),
+        BackendKind::Local => backend::local::run::run(
+            s,
+            &plan,
+            &backend::local::run::LocalOptions { keep: opts.keep },
+            progress,
+        )?,
+        BackendKind::Kube => unreachable!("rejected by backend::check"),
     };
     let wall = started.elapsed();
     let verdicts = judge(s, &events);

@@ -159,7 +159,7 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
         .code(2)
         .stdout(predicate::str::is_empty())
         .stderr(predicate::str::contains(
-            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim",
+            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim backend",
         ))
         .stderr(predicate::str::contains(
             "sim-unsupported.yaml:10:11: target `node/node-7`",
@@ -169,14 +169,14 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim",
+            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim backend",
         ));
     kubechaos()
-        .args(["scenario", "api-restart", "--backend", "local"])
+        .args(["scenario", "api-restart", "--backend", "kube"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "the `local` backend is not built yet",
+            "the `kube` backend is not built yet",
         ));
 }
 

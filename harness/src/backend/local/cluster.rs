@@ -1,45 +1,182 @@
 //! A real control plane on this machine: upstream etcd, kube-apiserver, kube-scheduler and
-//! kube-controller-manager as child processes, with certificates, kubeconfigs, data and logs in
-//! one run directory, and fake nodes that heartbeat like KWOK's.
+//! kube-controller-manager as child processes, agents as child processes, fake nodes that
+//! heartbeat like KWOK's; certificates, kubeconfigs, data and logs in one run directory. This is
+//! the one launcher behind `kubechaos cluster up` and `--backend local`.
 //!
-//! Every child runs as `setpriv --pdeathsig KILL -- unshare --uts -- sh -c 'hostname NAME; exec BIN …'`:
+//! Every child runs as `setpriv --pdeathsig KILL -- unshare --uts -- sh -c 'hostname NAME; exec BIN …'`,
+//! in its own process group:
 //! - the parent-death signal kills it if kubechaos itself dies, even by SIGKILL, so no run leaves
 //!   a process behind;
 //! - its own UTS namespace gives it the hostname `NAME` (`kube-scheduler-1`), so the identity that
 //!   upstream writes into the Lease (`hostname_uuid`) says which replica holds it, in the same
-//!   `PROCESS_x` shape as the sim (this needs root: `unshare --uts` needs CAP_SYS_ADMIN).
+//!   `PROCESS_x` shape as the sim (this needs root: `unshare --uts` needs CAP_SYS_ADMIN);
+//! - its own process group keeps a terminal's Ctrl-C away from it: kubechaos stops it, in order.
+//!
+//! Every client of the API server (component replicas, agents, fake nodes) reaches it through its
+//! own [`Proxy`], and the API server reaches etcd through one, so that a partition can cut any one
+//! link. kubectl and the harness's observer talk to the API server directly.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use super::build;
 use super::pki::{self, Pki};
+use super::proxy::Proxy;
+use crate::backend::driver::{API_SERVER, ETCD};
 use crate::clock::SystemClock;
+use crate::observer::PROBE_NAMESPACE;
 use crate::scenario::validate::process_name;
-use crate::scenario::Component;
+use crate::scenario::{AgentMode, Component, LeaseRef, Scenario};
+
+/// What an agent replica runs.
+#[derive(Clone, Debug)]
+pub enum AgentRun {
+    /// The reference agent (`kubechaos agent`) in this mode.
+    Reference(AgentMode),
+    /// The user's own program.
+    Command(Vec<String>),
+}
+
+/// A group of leader-elected agent replicas.
+#[derive(Clone, Debug)]
+pub struct AgentGroup {
+    /// Group name; replicas are `NAME-0`, … .
+    pub name: String,
+    /// Replicas.
+    pub replicas: u32,
+    /// The Lease they compete for.
+    pub lease: LeaseRef,
+    /// What each replica runs.
+    pub run: AgentRun,
+}
 
 /// What to start.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Spec {
     /// Fake nodes `node-0` … .
     pub nodes: u32,
     /// Replicas per component.
     pub components: BTreeMap<Component, u32>,
+    /// Agent groups.
+    pub agents: Vec<AgentGroup>,
 }
+
+impl Spec {
+    /// What a scenario's `cluster:` asks for.
+    pub fn of(s: &Scenario) -> Spec {
+        Spec {
+            nodes: s.cluster.nodes,
+            components: s
+                .cluster
+                .components
+                .iter()
+                .map(|(c, spec)| (*c, spec.replicas))
+                .collect(),
+            agents: s
+                .cluster
+                .agents
+                .iter()
+                .map(|a| AgentGroup {
+                    name: a.name.clone(),
+                    replicas: a.replicas,
+                    lease: a.lease.clone(),
+                    run: match &a.command {
+                        Some(cmd) => AgentRun::Command(cmd.clone()),
+                        None => AgentRun::Reference(a.mode.unwrap_or(AgentMode::Correct)),
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    /// Every process, in start order: etcd, the API server, components, agents, nodes.
+    pub fn processes(&self) -> Vec<String> {
+        let mut names = vec![ETCD.to_owned(), API_SERVER.to_owned()];
+        names.extend(self.clients().into_iter().map(|(n, _)| n));
+        names
+    }
+
+    /// Every client of the API server, with what it is.
+    fn clients(&self) -> Vec<(String, Kind)> {
+        let mut out = Vec::new();
+        for (c, replicas) in &self.components {
+            for i in 0..*replicas {
+                out.push((process_name(c.name(), i), Kind::Component(*c)));
+            }
+        }
+        for (g, group) in self.agents.iter().enumerate() {
+            for i in 0..group.replicas {
+                out.push((process_name(&group.name, i), Kind::Agent(g, i)));
+            }
+        }
+        for i in 0..self.nodes {
+            out.push((process_name("node", i), Kind::Node));
+        }
+        out
+    }
+
+    /// Every lease that must be held before the cluster counts as ready.
+    fn leases(&self) -> Vec<LeaseRef> {
+        let mut out: Vec<LeaseRef> = self
+            .components
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, _)| c.lease())
+            .collect();
+        out.extend(self.agents.iter().map(|a| a.lease.clone()));
+        out
+    }
+}
+
+/// How to start a child: program, arguments, extra environment.
+type Launch = (PathBuf, Vec<String>, Vec<(String, String)>);
+
+/// What a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Etcd,
+    ApiServer,
+    Component(Component),
+    /// Group index and replica.
+    Agent(usize, u32),
+    Node,
+}
+
+/// Told about what the processes do: starts, and every line they print.
+pub trait Hooks: Send + Sync {
+    /// Incarnation `incarnation` (from 1) of `process` started.
+    fn started(&self, _process: &str, _incarnation: u32) {}
+    /// A line of a process's output (stdout or stderr), as it is printed.
+    fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
+}
+
+/// Hooks that do nothing (`cluster up`).
+pub struct Quiet;
+impl Hooks for Quiet {}
 
 /// The context name written into kubeconfigs.
 pub const CONTEXT: &str = "kubechaos-local";
 
 /// How long `up` waits for the control plane to be ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How long a gracefully stopped process may take to exit before it is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// Per-request timeout of the fake nodes' clients (a partitioned node's request must end).
+const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running local control plane. Dropping it kills every child.
 pub struct LocalCluster {
@@ -48,16 +185,36 @@ pub struct LocalCluster {
     pub dir: PathBuf,
     /// The API server's URL.
     pub server: String,
-    /// kubeconfig of the admin identity (for kubectl and the harness).
+    /// kubeconfig of the admin identity (for kubectl and the harness), straight to the API server.
     pub admin_kubeconfig: PathBuf,
-    /// A client as admin.
+    /// A client as admin, straight to the API server.
     pub admin: kube::Client,
+    spec: Spec,
     bins: PathBuf,
+    agent_exe: PathBuf,
     pki: Pki,
     ports: Ports,
     advertise: IpAddr,
+    kinds: BTreeMap<String, Kind>,
+    /// Each client's link to the API server, and the API server's link to etcd (key `api-server`).
+    proxies: BTreeMap<String, Proxy>,
+    hooks: Arc<dyn Hooks>,
     children: BTreeMap<String, Child>,
-    nodes: Vec<tokio::task::JoinHandle<()>>,
+    /// Signalled to stop, not yet reaped.
+    stopping: BTreeMap<String, Child>,
+    incarnations: BTreeMap<String, u32>,
+    nodes: BTreeMap<String, tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for task in self.nodes.values() {
+            task.abort();
+        }
+        for child in self.children.values().chain(self.stopping.values()) {
+            signal_group(child, Signal::SIGKILL);
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +229,13 @@ fn free_port() -> Result<u16, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+}
+
+/// Send a signal to a child's process group (it leads its own).
+fn signal_group(child: &Child, sig: Signal) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-(pid as i32)), sig);
+    }
 }
 
 /// A non-loopback IPv4 address of this machine: kube-apiserver rejects a loopback
@@ -96,17 +260,34 @@ fn advertise_address() -> Result<IpAddr, String> {
     Err("this machine has no non-loopback IPv4 address, and kube-apiserver rejects a loopback --advertise-address".into())
 }
 
+/// The program that runs reference agents: this executable (`kubechaos agent`), unless
+/// `KUBECHAOS_EXE` names another.
+fn agent_exe() -> Result<PathBuf, String> {
+    match std::env::var_os("KUBECHAOS_EXE") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find the kubechaos executable to run agents: {e}")),
+    }
+}
+
 impl LocalCluster {
-    /// Build (once) and start a control plane; returns when the API is ready, every component's
-    /// lease is held and every node is Ready. `keep`: leave the run directory after `down`.
+    /// Build (once) and start a control plane; returns when the API is ready, every lease
+    /// (components, agents) is held and every node is Ready. `keep`: leave the run directory
+    /// after `down`. Processes started after this (restarts) need the Tokio runtime entered.
     pub async fn up(
         spec: &Spec,
         keep: bool,
+        hooks: Arc<dyn Hooks>,
         say: &mut dyn FnMut(&str),
     ) -> Result<LocalCluster, String> {
         let fixtures = build::fixtures_dir();
         let pins = build::Pins::read(&fixtures).map_err(|e| e.to_string())?;
         let bins = build::ensure(&pins, &fixtures, say).map_err(|e| e.to_string())?;
+        let agent_exe = if spec.agents.is_empty() {
+            PathBuf::new()
+        } else {
+            agent_exe()?
+        };
         let tempdir = tempfile::Builder::new()
             .prefix("kubechaos-")
             .tempdir()
@@ -123,16 +304,43 @@ impl LocalCluster {
             etcd_peer: free_port()?,
             api: free_port()?,
         };
+        let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let server = format!("https://127.0.0.1:{}", ports.api);
-        let mut kubeconfigs = BTreeMap::new();
-        for id in pki::IDENTITIES {
-            let path = dir.join(format!("{}.kubeconfig", id.name));
-            std::fs::write(&path, pki::kubeconfig(&pki, id.name, &server, CONTEXT)?)
-                .map_err(|e| e.to_string())?;
-            kubeconfigs.insert(id.name, path);
+        let admin_kubeconfig = dir.join("admin.kubeconfig");
+        write_file(
+            &admin_kubeconfig,
+            &pki::kubeconfig(&pki, "admin", &server, CONTEXT)?,
+        )?;
+
+        let mut kinds = BTreeMap::from([
+            (ETCD.to_owned(), Kind::Etcd),
+            (API_SERVER.to_owned(), Kind::ApiServer),
+        ]);
+        let mut proxies = BTreeMap::new();
+        let proxy = |target| async move {
+            Proxy::start(target)
+                .await
+                .map_err(|e| format!("cannot start a proxy on 127.0.0.1: {e}"))
+        };
+        proxies.insert(
+            API_SERVER.to_owned(),
+            proxy(local(ports.etcd_client)).await?,
+        );
+        for (name, kind) in spec.clients() {
+            let p = proxy(local(ports.api)).await?;
+            let identity = match kind {
+                Kind::Component(c) => c.name(),
+                _ => "admin",
+            };
+            let via = format!("https://127.0.0.1:{}", p.addr.port());
+            write_file(
+                &dir.join(format!("{name}.kubeconfig")),
+                &pki::kubeconfig(&pki, identity, &via, CONTEXT)?,
+            )?;
+            proxies.insert(name.clone(), p);
+            kinds.insert(name, kind);
         }
-        let admin_kubeconfig = kubeconfigs["admin"].clone();
-        let admin = client_for(&admin_kubeconfig).await?;
+        let admin = client_for(&admin_kubeconfig, None).await?;
         let mut cluster = LocalCluster {
             tempdir: if keep {
                 // Detach it: the directory outlives this run.
@@ -145,39 +353,39 @@ impl LocalCluster {
             server,
             admin_kubeconfig,
             admin,
+            spec: spec.clone(),
             bins,
+            agent_exe,
             pki,
             ports,
             advertise,
+            kinds,
+            proxies,
+            hooks,
             children: BTreeMap::new(),
-            nodes: Vec::new(),
+            stopping: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
+            nodes: BTreeMap::new(),
         };
         let started = Instant::now();
         say(&format!(
             "starting etcd and kube-apiserver ({})",
             cluster.dir.display()
         ));
-        cluster.start("etcd")?;
-        cluster.start("api-server")?;
+        cluster.start(ETCD)?;
+        cluster.start(API_SERVER)?;
         cluster.wait_api(started).await?;
+        cluster.prepare().await?;
         say(&format!(
-            "API ready after {:.1}s; starting components and {} fake node(s)",
+            "API ready after {:.1}s; starting components, {} agent(s) and {} fake node(s)",
             started.elapsed().as_secs_f64(),
+            spec.agents.iter().map(|a| a.replicas).sum::<u32>(),
             spec.nodes
         ));
-        for (c, replicas) in &spec.components {
-            for i in 0..*replicas {
-                cluster.start(&process_name(c.name(), i))?;
-            }
+        for (name, _) in spec.clients() {
+            cluster.start(&name)?;
         }
-        for i in 0..spec.nodes {
-            let client = cluster.admin.clone();
-            let name = process_name("node", i);
-            cluster.nodes.push(tokio::spawn(async move {
-                crate::fake_node::run(client, &name, &SystemClock).await
-            }));
-        }
-        cluster.wait_ready(spec, started).await?;
+        cluster.wait_ready(started).await?;
         say(&format!(
             "ready after {:.1}s: leases held, {} node(s) Ready",
             started.elapsed().as_secs_f64(),
@@ -186,34 +394,79 @@ impl LocalCluster {
         Ok(cluster)
     }
 
-    /// The command line of a process by name.
-    fn argv(&self, name: &str) -> Result<(PathBuf, Vec<String>), String> {
+    /// Objects the run needs before anything else starts: the probe pods' namespace with its
+    /// default ServiceAccount (the ServiceAccount admission plugin refuses pods without one, and
+    /// the controller-manager that would create it may be down), and the agents' namespaces.
+    async fn prepare(&self) -> Result<(), String> {
+        let mut namespaces = vec![PROBE_NAMESPACE.to_owned()];
+        namespaces.extend(self.spec.agents.iter().map(|a| a.lease.namespace.clone()));
+        let ns_api = Api::<Namespace>::all(self.admin.clone());
+        for ns in namespaces {
+            if ns_api.get_opt(&ns).await.ok().flatten().is_some() {
+                continue;
+            }
+            let obj: Namespace =
+                serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
+            ns_api
+                .create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| format!("cannot create namespace {ns}: {e}"))?;
+        }
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
+        match Api::<ServiceAccount>::namespaced(self.admin.clone(), PROBE_NAMESPACE)
+            .create(&PostParams::default(), &sa)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(format!(
+                "cannot create the default ServiceAccount in {PROBE_NAMESPACE}: {e}"
+            )),
+        }
+    }
+
+    /// The command line of incarnation `inc` of a child process, and its extra environment.
+    fn argv(
+        &self,
+        name: &str,
+        inc: u32,
+    ) -> Result<Launch, String> {
         let d = &self.dir;
         let p = &self.pki;
         let s = |p: PathBuf| p.display().to_string();
         let ports = self.ports;
-        if name == "etcd" {
-            let peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
-            let client = format!("http://127.0.0.1:{}", ports.etcd_client);
-            return Ok((
-                self.bins.join("etcd"),
-                vec![
-                    "--name=kubechaos".into(),
-                    format!("--data-dir={}", s(d.join("etcd"))),
-                    format!("--listen-client-urls={client}"),
-                    format!("--advertise-client-urls={client}"),
-                    format!("--listen-peer-urls={peer}"),
-                    format!("--initial-advertise-peer-urls={peer}"),
-                    format!("--initial-cluster=kubechaos={peer}"),
-                    "--log-level=warn".into(),
-                ],
-            ));
-        }
-        if name == "api-server" {
-            return Ok((
+        let kubeconfig = s(d.join(format!("{name}.kubeconfig")));
+        let kind = *self
+            .kinds
+            .get(name)
+            .ok_or_else(|| format!("unknown process {name}"))?;
+        Ok(match kind {
+            Kind::Etcd => {
+                let peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
+                let client = format!("http://127.0.0.1:{}", ports.etcd_client);
+                (
+                    self.bins.join("etcd"),
+                    vec![
+                        "--name=kubechaos".into(),
+                        format!("--data-dir={}", s(d.join("etcd"))),
+                        format!("--listen-client-urls={client}"),
+                        format!("--advertise-client-urls={client}"),
+                        format!("--listen-peer-urls={peer}"),
+                        format!("--initial-advertise-peer-urls={peer}"),
+                        format!("--initial-cluster=kubechaos={peer}"),
+                        "--log-level=warn".into(),
+                    ],
+                    Vec::new(),
+                )
+            }
+            Kind::ApiServer => (
                 self.bins.join("kube-apiserver"),
                 vec![
-                    format!("--etcd-servers=http://127.0.0.1:{}", ports.etcd_client),
+                    format!(
+                        "--etcd-servers=http://127.0.0.1:{}",
+                        self.proxies[API_SERVER].addr.port()
+                    ),
                     "--bind-address=127.0.0.1".into(),
                     format!("--secure-port={}", ports.api),
                     format!("--advertise-address={}", self.advertise),
@@ -229,82 +482,224 @@ impl LocalCluster {
                     "--profiling=false".into(),
                     "--v=1".into(),
                 ],
-            ));
-        }
-        let (component, _) = name
-            .rsplit_once('-')
-            .ok_or_else(|| format!("unknown process {name}"))?;
-        let kubeconfig = s(d.join(format!("{component}.kubeconfig")));
-        let mut args = vec![
-            format!("--kubeconfig={kubeconfig}"),
-            format!("--authentication-kubeconfig={kubeconfig}"),
-            format!("--authorization-kubeconfig={kubeconfig}"),
-            "--leader-elect=true".into(),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={}", free_port()?),
-            "--v=1".into(),
-        ];
-        match Component::from_name(component) {
-            Some(Component::KubeScheduler) => Ok((self.bins.join("kube-scheduler"), args)),
-            Some(Component::KubeControllerManager) => {
-                args.extend([
-                    format!("--service-account-private-key-file={}", s(p.key("sa"))),
-                    format!("--root-ca-file={}", s(p.cert("ca"))),
-                    format!("--cluster-signing-cert-file={}", s(p.cert("ca"))),
-                    format!("--cluster-signing-key-file={}", s(p.key("ca"))),
-                    // As kubeadm: each controller acts as its own service account, so the RBAC
-                    // bootstrap policy grants it what it needs.
-                    "--use-service-account-credentials=true".into(),
-                ]);
-                Ok((self.bins.join("kube-controller-manager"), args))
+                Vec::new(),
+            ),
+            Kind::Component(c) => {
+                let mut args = vec![
+                    format!("--kubeconfig={kubeconfig}"),
+                    format!("--authentication-kubeconfig={kubeconfig}"),
+                    format!("--authorization-kubeconfig={kubeconfig}"),
+                    "--leader-elect=true".into(),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={}", free_port()?),
+                    "--v=1".into(),
+                ];
+                if c == Component::KubeControllerManager {
+                    args.extend([
+                        format!("--service-account-private-key-file={}", s(p.key("sa"))),
+                        format!("--root-ca-file={}", s(p.cert("ca"))),
+                        format!("--cluster-signing-cert-file={}", s(p.cert("ca"))),
+                        format!("--cluster-signing-key-file={}", s(p.key("ca"))),
+                        // As kubeadm: each controller acts as its own service account, so the
+                        // RBAC bootstrap policy grants it what it needs.
+                        "--use-service-account-credentials=true".into(),
+                    ]);
+                }
+                (self.bins.join(c.name()), args, Vec::new())
             }
-            None => Err(format!("unknown process {name}")),
-        }
+            Kind::Agent(g, replica) => {
+                let group = &self.spec.agents[g];
+                let identity = format!("{name}_{inc}");
+                let env = vec![
+                    ("KUBECONFIG".to_owned(), kubeconfig.clone()),
+                    ("KUBECHAOS_IDENTITY".to_owned(), identity.clone()),
+                    ("KUBECHAOS_LEASE".to_owned(), group.lease.to_string()),
+                    ("KUBECHAOS_REPLICA".to_owned(), replica.to_string()),
+                ];
+                match &group.run {
+                    AgentRun::Reference(mode) => (
+                        self.agent_exe.clone(),
+                        vec![
+                            "agent".into(),
+                            format!("--kubeconfig={kubeconfig}"),
+                            format!("--lease={}", group.lease),
+                            format!("--identity={identity}"),
+                            format!("--mode={}", mode.name()),
+                        ],
+                        env,
+                    ),
+                    AgentRun::Command(cmd) => {
+                        let (bin, args) = cmd
+                            .split_first()
+                            .ok_or_else(|| format!("agent {} has an empty command", group.name))?;
+                        (PathBuf::from(bin), args.to_vec(), env)
+                    }
+                }
+            }
+            Kind::Node => return Err(format!("{name} is not a child process")),
+        })
     }
 
-    /// Start a process by name (`etcd`, `api-server`, `kube-scheduler-0`, …).
+    /// The process names, in start order.
+    pub fn processes(&self) -> Vec<String> {
+        self.spec.processes()
+    }
+
+    /// Start a process by name (`etcd`, `api-server`, `kube-scheduler-0`, `agent-1`, `node-0`).
+    /// A process that was stopped and has not exited yet is waited for (and killed after
+    /// [`STOP_GRACE`]) first, so that it frees its ports and files.
     pub fn start(&mut self, name: &str) -> Result<(), String> {
-        let (bin, args) = self.argv(name)?;
-        let log_path = self.dir.join("logs").join(format!("{name}.log"));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-        let err = log.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new("setpriv")
-            .args([
-                "--pdeathsig",
-                "KILL",
-                "--",
-                "unshare",
-                "--uts",
-                "--",
-                "sh",
-                "-c",
-                "hostname \"$0\" && exec \"$@\"",
-                name,
-            ])
-            .arg(bin)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                format!("cannot start {name} (setpriv and unshare from util-linux are needed): {e}")
-            })?;
-        self.children.insert(name.to_owned(), child);
+        self.reap(name);
+        let inc = self.incarnations.get(name).copied().unwrap_or(0) + 1;
+        if self.kinds.get(name) == Some(&Kind::Node) {
+            let kubeconfig = self.dir.join(format!("{name}.kubeconfig"));
+            let node = name.to_owned();
+            self.nodes.insert(
+                name.to_owned(),
+                tokio::spawn(async move {
+                    match client_for(&kubeconfig, Some(NODE_REQUEST_TIMEOUT)).await {
+                        Ok(client) => crate::fake_node::run(client, &node, &SystemClock).await,
+                        Err(e) => {
+                            tracing::error!(node = %node, error = %e, "fake node cannot start")
+                        }
+                    }
+                }),
+            );
+        } else {
+            let (bin, args, env) = self.argv(name, inc)?;
+            let log_path = self.dir.join("logs").join(format!("{name}.log"));
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+            let mut child = Command::new("setpriv")
+                .args([
+                    "--pdeathsig",
+                    "KILL",
+                    "--",
+                    "unshare",
+                    "--uts",
+                    "--",
+                    "sh",
+                    "-c",
+                    "hostname \"$0\" && exec \"$@\"",
+                    name,
+                ])
+                .arg(&bin)
+                .args(args)
+                .envs(env)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| {
+                    format!(
+                        "cannot start {name} (setpriv and unshare from util-linux are needed): {e}"
+                    )
+                })?;
+            let log = Arc::new(Mutex::new(log));
+            if let Some(out) = child.stdout.take() {
+                self.pump(out, log.clone(), name, inc);
+            }
+            if let Some(err) = child.stderr.take() {
+                self.pump(err, log, name, inc);
+            }
+            self.children.insert(name.to_owned(), child);
+        }
+        self.incarnations.insert(name.to_owned(), inc);
+        self.hooks.started(name, inc);
         Ok(())
     }
 
+    /// Copy a child's output into its log, line by line, and show each line to the hooks.
+    fn pump(
+        &self,
+        from: impl AsyncRead + Unpin + Send + 'static,
+        log: Arc<Mutex<std::fs::File>>,
+        name: &str,
+        inc: u32,
+    ) {
+        let hooks = self.hooks.clone();
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(from).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(mut f) = log.lock() {
+                    let _ = writeln!(f, "{line}");
+                }
+                hooks.line(&name, inc, &line);
+            }
+        });
+    }
+
+    /// Stop a process: SIGTERM (`graceful`) or SIGKILL to its process group. Returns at once;
+    /// [`LocalCluster::start`] waits for it to be gone.
+    pub fn stop(&mut self, name: &str, graceful: bool) {
+        if let Some(task) = self.nodes.remove(name) {
+            task.abort();
+            return;
+        }
+        if let Some(child) = self.children.remove(name) {
+            signal_group(
+                &child,
+                if graceful {
+                    Signal::SIGTERM
+                } else {
+                    Signal::SIGKILL
+                },
+            );
+            self.stopping.insert(name.to_owned(), child);
+        }
+    }
+
+    /// Wait (blocking) for a stopped process to be gone.
+    fn reap(&mut self, name: &str) {
+        let Some(mut child) = self.stopping.remove(name) else {
+            return;
+        };
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        signal_group(&child, Signal::SIGKILL);
+        while let Ok(None) = child.try_wait() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `Some(why)` once a running process has ended by itself.
+    pub fn exited(&mut self, name: &str) -> Option<String> {
+        if let Some(task) = self.nodes.get(name) {
+            return task.is_finished().then(|| "exited".to_owned());
+        }
+        let status = self.children.get_mut(name)?.try_wait().ok()??;
+        self.children.remove(name);
+        let tail = self.log_tail(name, 1);
+        Some(if tail.is_empty() {
+            format!("exited: {status}")
+        } else {
+            format!("exited: {status}; last log line: {tail}")
+        })
+    }
+
+    /// The proxy of a client process (for its link to the API server), or the API server's
+    /// (for its link to etcd).
+    pub fn proxy(&self, name: &str) -> Option<&Proxy> {
+        self.proxies.get(name)
+    }
+
     /// The last lines of a process's log, for error messages.
-    fn log_tail(&self, name: &str) -> String {
+    fn log_tail(&self, name: &str, lines: usize) -> String {
         let text = std::fs::read_to_string(self.dir.join("logs").join(format!("{name}.log")))
             .unwrap_or_default();
-        let lines: Vec<&str> = text.lines().rev().take(8).collect();
-        lines.into_iter().rev().collect::<Vec<_>>().join("\n    ")
+        let last: Vec<&str> = text.lines().rev().take(lines).collect();
+        last.into_iter().rev().collect::<Vec<_>>().join("\n    ")
     }
 
     fn check_alive(&mut self) -> Result<(), String> {
@@ -318,7 +713,7 @@ impl LocalCluster {
             None => Ok(()),
             Some((name, status)) => Err(format!(
                 "{name} exited ({status}) while the cluster was starting; its log ends:\n    {}",
-                self.log_tail(name)
+                self.log_tail(name, 8)
             )),
         }
     }
@@ -338,24 +733,20 @@ impl LocalCluster {
                 return Err(format!(
                     "the API server was not ready after {}s; its log ends:\n    {}",
                     READY_TIMEOUT.as_secs(),
-                    self.log_tail("api-server")
+                    self.log_tail(API_SERVER, 8)
                 ));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
-    async fn wait_ready(&mut self, spec: &Spec, started: Instant) -> Result<(), String> {
+    async fn wait_ready(&mut self, started: Instant) -> Result<(), String> {
         loop {
             self.check_alive()?;
             let mut missing = Vec::new();
-            let leases = Api::<Lease>::namespaced(self.admin.clone(), "kube-system");
-            for (c, replicas) in &spec.components {
-                if *replicas == 0 {
-                    continue;
-                }
-                let held = leases
-                    .get_opt(c.name())
+            for lease in self.spec.leases() {
+                let held = Api::<Lease>::namespaced(self.admin.clone(), &lease.namespace)
+                    .get_opt(&lease.name)
                     .await
                     .ok()
                     .flatten()
@@ -363,7 +754,7 @@ impl LocalCluster {
                     .and_then(|s| s.holder_identity)
                     .is_some_and(|h| !h.is_empty());
                 if !held {
-                    missing.push(format!("lease kube-system/{} not held", c.name()));
+                    missing.push(format!("lease {lease} not held"));
                 }
             }
             let nodes = Api::<Node>::all(self.admin.clone())
@@ -371,7 +762,7 @@ impl LocalCluster {
                 .await
                 .map(|l| l.items)
                 .unwrap_or_default();
-            for i in 0..spec.nodes {
+            for i in 0..self.spec.nodes {
                 let name = process_name("node", i);
                 let ok = nodes
                     .iter()
@@ -395,29 +786,30 @@ impl LocalCluster {
         }
     }
 
-    /// Stop everything: children (SIGTERM, then SIGKILL after 5s), node heartbeats; remove the
-    /// run directory unless it is kept. Returns the directory when kept.
+    /// Stop everything: children (SIGTERM, then SIGKILL after 5s), node heartbeats, proxies;
+    /// remove the run directory unless it is kept. Returns the directory when kept.
     pub async fn down(mut self) -> Option<PathBuf> {
-        for task in self.nodes.drain(..) {
+        for (_, task) in std::mem::take(&mut self.nodes) {
             task.abort();
         }
-        for child in self.children.values() {
-            if let Some(pid) = child.id() {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-            }
+        let mut children: Vec<Child> = std::mem::take(&mut self.children)
+            .into_values()
+            .chain(std::mem::take(&mut self.stopping).into_values())
+            .collect();
+        for child in &children {
+            signal_group(child, Signal::SIGTERM);
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        for (_, mut child) in std::mem::take(&mut self.children) {
+        for child in &mut children {
             if tokio::time::timeout_at(deadline, child.wait())
                 .await
                 .is_err()
             {
-                let _ = child.kill().await;
+                signal_group(child, Signal::SIGKILL);
+                let _ = child.wait().await;
             }
         }
+        self.proxies.clear();
         match self.tempdir.take() {
             Some(t) => {
                 let _ = t.close();
@@ -428,12 +820,11 @@ impl LocalCluster {
     }
 }
 
-/// A kube-rs client from a kubeconfig file.
-pub async fn client_for(path: &Path) -> Result<kube::Client, String> {
-    let kc =
-        Kubeconfig::read_from(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| format!("invalid kubeconfig {}: {e}", path.display()))?;
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A kube-rs client from a kubeconfig file, with an optional per-request timeout.
+pub async fn client_for(path: &Path, timeout: Option<Duration>) -> Result<kube::Client, String> {
+    crate::kubeclient::client(Some(path), None, timeout).await
 }

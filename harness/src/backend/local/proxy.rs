@@ -101,8 +101,18 @@ impl Proxy {
 
     /// Cut or heal each direction.
     pub fn set(&self, up: bool, down: bool) {
-        self.cut.up.store(up, Ordering::SeqCst);
-        self.cut.down.store(down, Ordering::SeqCst);
+        self.set_up(up);
+        self.set_down(down);
+    }
+
+    /// Cut (true) or heal the client-to-server direction.
+    pub fn set_up(&self, cut: bool) {
+        self.cut.up.store(cut, Ordering::SeqCst);
+    }
+
+    /// Cut (true) or heal the server-to-client direction.
+    pub fn set_down(&self, cut: bool) {
+        self.cut.down.store(cut, Ordering::SeqCst);
     }
 }
 

@@ -38,7 +38,7 @@ use crate::events::{identity_process, Event, EventKind, Recorder};
 use crate::observer::{Command, Observer};
 use crate::plan::Plan;
 use crate::scenario::validate::process_name;
-use crate::scenario::{Action, AgentMode, Invariant, LeaseRef, Pos, Scenario, Target};
+use crate::scenario::{AgentMode, Invariant, LeaseRef, Pos, Scenario};
 
 /// Default virtual milliseconds per simulation step (see [`SimOptions::tick`]).
 pub const DEFAULT_TICK_MS: u64 = 20;
@@ -67,54 +67,15 @@ pub fn epoch() -> Timestamp {
     "2026-01-01T00:00:00Z".parse().expect("valid epoch")
 }
 
-/// What the sim cannot do (yet), with where the scenario asks for it.
+/// What only the sim cannot do, with where the scenario asks for it (what neither backend that
+/// builds its own cluster can do is in [`super::check`]).
 pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
-    let mut problems = Vec::new();
-    if s.cluster.self_hosted {
-        problems.push((s.source.name_pos, "`cluster.self-hosted: true` is not yet supported by the sim (it comes with the disaster-recovery work); expected `self-hosted: false`".to_owned()));
-    }
-    for a in &s.cluster.agents {
-        if a.command.is_some() {
-            problems.push((a.pos, format!("agent `{}` runs a `command`; the sim can only run the reference agent (`mode:`); run your own program with `--backend local`", a.name)));
-        }
-    }
-    for step in &s.faults {
-        match &step.action {
-            Action::Recover(_) | Action::Bind(_) => problems.push((
-                step.pos,
-                format!(
-                "`{}` is not yet supported by the sim (it comes with the disaster-recovery work)",
-                step.action.key()
-            ),
-            )),
-            _ => {}
-        }
-        for (i, t) in step.action.targets().into_iter().enumerate() {
-            if let Target::Node(name) = t {
-                let known = (0..s.cluster.nodes).any(|n| process_name("node", n) == *name);
-                if !known {
-                    let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
-                    problems.push((pos, format!(
-                        "target `node/{name}`: the simulated cluster's nodes are {}; expected one of those",
-                        match s.cluster.nodes {
-                            0 => "none (cluster.nodes is 0)".to_owned(),
-                            1 => "only node-0".to_owned(),
-                            n => format!("node-0 … node-{}", n - 1),
-                        }
-                    )));
-                }
-            }
-        }
-    }
-    for inv in &s.expect {
-        if let Invariant::Available(a) = &inv.value {
-            problems.push((inv.pos, format!(
-                "`available: {{deployment: {}}}`: the simulated cluster has no Deployments without `self-hosted: true`, which the sim does not support yet",
-                a.deployment
-            )));
-        }
-    }
-    problems
+    s.cluster
+        .agents
+        .iter()
+        .filter(|a| a.command.is_some())
+        .map(|a| (a.pos, format!("agent `{}` runs a `command`; the sim can only run the reference agent (`mode:`); run your own program with `--backend local`", a.name)))
+        .collect()
 }
 
 /// The simulated world: turmoil hosts and links, and etcd's reachability from the API server.
@@ -317,6 +278,8 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let (tx, rx) = mpsc::unbounded_channel();
     let rx = std::cell::RefCell::new(Some(rx));
     let observer_recorder = recorder.clone();
+    let leases: std::collections::BTreeSet<String> =
+        s.leases().keys().map(|l| l.to_string()).collect();
     let watch_deployments = s
         .expect
         .iter()
@@ -330,6 +293,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
             recorder: observer_recorder.clone(),
             epoch: epoch(),
             watch_deployments,
+            leases: leases.clone(),
         };
         async move {
             obs.run(SimTransport::client(process::REQUEST_TIMEOUT), rx)
