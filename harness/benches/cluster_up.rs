@@ -28,6 +28,7 @@ fn main() {
         .into_iter()
         .collect(),
         agents: Vec::new(),
+        purpose: "cluster up".into(),
     };
     let mut ready = Vec::new();
     for i in 1..=runs {

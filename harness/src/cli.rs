@@ -103,6 +103,19 @@ enum ClusterCommand {
         after_help = "Examples:\n  kubechaos cluster up                       3 nodes, 2 schedulers, 2 controller-managers\n  kubechaos cluster up --nodes 1 --for 30s   up for 30 seconds, then cleaned away\n\nPrints the KUBECONFIG to use with kubectl. Everything it started is stopped, and its run\ndirectory removed (unless --keep), when it ends."
     )]
     Up(UpArgs),
+    /// Show the local control planes running on this machine (from `cluster up` or a scenario
+    /// run): their kubeconfig, API readiness, lease holders and nodes.
+    Status,
+    /// Stop local control planes: every running one, or the one in DIR. Also removes run
+    /// directories left by a kubechaos that was killed outright (unless they were kept).
+    #[command(
+        after_help = "Examples:\n  kubechaos cluster down\n  kubechaos cluster down /tmp/kubechaos-Ab12Cd"
+    )]
+    Down {
+        /// A run directory, as `cluster up` and `cluster status` print it.
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -182,6 +195,8 @@ pub fn main() -> i32 {
         Command::Validate { paths, backend } => validate_cmd(&paths, backend),
         Command::Cluster(ClusterCommand::Build) => cluster_build(),
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(&args),
+        Command::Cluster(ClusterCommand::Status) => cluster_status(),
+        Command::Cluster(ClusterCommand::Down { dir }) => cluster_down(dir.as_deref()),
         Command::Agent(args) => agent_cmd(&args),
         Command::Schema => {
             print!("{}", scenario::json_schema());
@@ -225,8 +240,10 @@ fn replay_command(args: &ScenarioArgs) -> String {
     } else {
         "kubechaos"
     };
-    let mut cmd = format!("{prefix} scenario {} --seed {}", args.scenario, args.seed);
-    if args.backend != BackendKind::Sim {
+    let mut cmd = format!("{prefix} scenario {}", args.scenario);
+    if args.backend == BackendKind::Sim {
+        cmd.push_str(&format!(" --seed {}", args.seed));
+    } else {
         cmd.push_str(&format!(" --backend {}", args.backend.name()));
     }
     if args.tick_ms != crate::backend::sim::DEFAULT_TICK_MS {
@@ -243,6 +260,31 @@ fn write_file(path: &Path, content: &[u8], what: &str) -> Result<(), i32> {
         );
         exit::ENVIRONMENT
     })
+}
+
+/// Whether `path` can be written, checked by opening it (a file that did not exist is removed
+/// again).
+fn check_writable(path: &Path, what: &str) -> Result<(), i32> {
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!(
+                "kubechaos: cannot write the {what} to {}: {e}",
+                path.display()
+            );
+            Err(exit::ENVIRONMENT)
+        }
+    }
 }
 
 fn scenario_cmd(args: &ScenarioArgs) -> i32 {
@@ -264,16 +306,28 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         tick: Duration::from_millis(args.tick_ms),
         keep: args.keep,
     };
+    // Find out now, not after a run of several real minutes, that a report cannot be written.
+    for (path, what) in [(&args.events, "events"), (&args.junit, "JUnit report")] {
+        if let Some(path) = path {
+            if let Err(code) = check_writable(path, what) {
+                return code;
+            }
+        }
+    }
     let unsupported = crate::backend::check(args.backend, &s);
     if !unsupported.is_empty() {
         return print_unsupported(&s, args.backend.name(), unsupported);
     }
     println!(
-        "kubechaos: scenario {} ({}) on {}, seed {}",
+        "kubechaos: scenario {} ({}) on {}{}",
         s.name,
         s.source.path.display(),
         args.backend.name(),
-        args.seed
+        if args.backend == BackendKind::Sim {
+            format!(", seed {}", args.seed)
+        } else {
+            String::new()
+        }
     );
     for line in s.description.lines().filter(|l| !l.trim().is_empty()) {
         println!("  {}", line.trim_end());
@@ -388,6 +442,7 @@ fn cluster_up(args: &UpArgs) -> i32 {
         .filter(|(_, n)| *n > 0)
         .collect(),
         agents: Vec::new(),
+        purpose: "cluster up".into(),
     };
     rt.block_on(async {
         let mut say = |line: &str| eprintln!("{line}");
@@ -607,4 +662,155 @@ fn agent_cmd(args: &AgentArgs) -> i32 {
         .await;
         exit::HELD
     })
+}
+
+fn cluster_status() -> i32 {
+    use crate::backend::local::cluster::RunRecord;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+    let runs = RunRecord::all();
+    if runs.is_empty() {
+        println!("no local control plane on this machine (start one with `kubechaos cluster up`)");
+        return exit::HELD;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubechaos: cannot start the async runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    for (dir, r) in runs {
+        let state = if r.alive() {
+            "running"
+        } else if r.keep {
+            "ended (directory kept)"
+        } else {
+            "ended without cleaning up (`kubechaos cluster down` removes it)"
+        };
+        println!("{}  {}  pid {}  {state}", dir.display(), r.purpose, r.pid);
+        if !r.alive() {
+            continue;
+        }
+        println!("  export KUBECONFIG={}", r.kubeconfig.display());
+        rt.block_on(async {
+            let t = Some(Duration::from_secs(3));
+            let Ok(client) = crate::kubeclient::client(Some(&r.kubeconfig), None, t).await else {
+                println!("  API: cannot read its kubeconfig");
+                return;
+            };
+            let req = http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("request");
+            match client.request_text(req).await {
+                Ok(text) if text.trim() == "ok" => println!("  API: ready"),
+                Ok(text) => println!("  API: not ready ({})", text.trim()),
+                Err(e) => {
+                    println!("  API: not reachable ({e})");
+                    return;
+                }
+            }
+            if let Ok(leases) = Api::<Lease>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+            {
+                for l in leases.items {
+                    let ns = l.metadata.namespace.unwrap_or_default();
+                    let name = l.metadata.name.unwrap_or_default();
+                    if ns == "kube-node-lease" || name.starts_with("apiserver-") {
+                        continue;
+                    }
+                    let holder = l
+                        .spec
+                        .and_then(|s| s.holder_identity)
+                        .filter(|h| !h.is_empty());
+                    println!(
+                        "  lease {ns}/{name}: {}",
+                        holder.as_deref().unwrap_or("not held")
+                    );
+                }
+            }
+            if let Ok(nodes) = Api::<Node>::all(client).list(&ListParams::default()).await {
+                let ready = nodes
+                    .items
+                    .iter()
+                    .filter(|n| crate::backend::sim::scheduler::schedulable(n))
+                    .count();
+                println!(
+                    "  nodes: {ready}/{} Ready and schedulable",
+                    nodes.items.len()
+                );
+            }
+        });
+    }
+    exit::HELD
+}
+
+fn cluster_down(only: Option<&Path>) -> i32 {
+    use crate::backend::local::cluster::RunRecord;
+    let mut runs = RunRecord::all();
+    if let Some(dir) = only {
+        let wanted = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        runs.retain(|(d, _)| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()) == wanted);
+        if runs.is_empty() {
+            eprintln!(
+                "kubechaos: {} is not a local control plane's run directory (it has no {}); expected one that `kubechaos cluster status` lists",
+                dir.display(),
+                RunRecord::FILE
+            );
+            return exit::BAD_INPUT;
+        }
+    }
+    let mut acted = false;
+    for (dir, r) in runs {
+        if r.alive() {
+            acted = true;
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(r.pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            eprintln!(
+                "kubechaos: stopping {} ({}, pid {})",
+                dir.display(),
+                r.purpose,
+                r.pid
+            );
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while r.alive() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if r.alive() {
+                eprintln!("kubechaos: pid {} did not stop within 30s", r.pid);
+                return exit::ENVIRONMENT;
+            }
+            println!(
+                "stopped {}{}",
+                dir.display(),
+                if dir.exists() {
+                    " (directory kept)"
+                } else {
+                    ""
+                }
+            );
+        } else if !r.keep {
+            acted = true;
+            // Its children ended with it (parent-death signal); only the directory is left.
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                eprintln!("kubechaos: cannot remove {}: {e}", dir.display());
+                return exit::ENVIRONMENT;
+            }
+            println!(
+                "removed {} (left by a kubechaos that was killed)",
+                dir.display()
+            );
+        }
+    }
+    if !acted {
+        println!("no local control plane is running");
+    }
+    exit::HELD
 }

@@ -6,46 +6,15 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+
+mod common;
+use common::{processes_mentioning, wait_until_gone};
 
 fn kubechaos() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubechaos"));
     cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .env("RUST_LOG", "off");
     cmd
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .chars()
-            .all(|c| c.is_ascii_digit())
-        {
-            continue;
-        }
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains(needle) {
-                found.push(cmdline);
-            }
-        }
-    }
-    found
-}
-
-fn wait_until_gone(needle: &str) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let left = processes_mentioning(needle);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// A `cluster up` running in the background. If a test fails before it stops the cluster, the
@@ -278,4 +247,68 @@ fn keep_leaves_the_run_directory_with_logs_and_kubeconfigs() {
         "processes still end"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cluster_status_shows_a_running_cluster_and_cluster_down_stops_it() {
+    let mut cluster = up(&[
+        "--nodes",
+        "1",
+        "--schedulers",
+        "1",
+        "--controller-managers",
+        "1",
+    ]);
+    let dir = cluster.dir.clone();
+    let status = kubechaos().args(["cluster", "status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.status.success(), "{text}");
+    let ours: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with(&*dir.to_string_lossy()))
+        .take(6)
+        .collect();
+    let ours = ours.join("\n");
+    assert!(
+        ours.contains("cluster up") && ours.contains("running"),
+        "{text}"
+    );
+    assert!(ours.contains("API: ready"), "{text}");
+    assert!(
+        ours.contains("lease kube-system/kube-scheduler: kube-scheduler-0_"),
+        "{text}"
+    );
+    assert!(ours.contains("nodes: 1/1 Ready and schedulable"), "{text}");
+
+    let down = kubechaos()
+        .args(["cluster", "down"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    assert!(String::from_utf8_lossy(&down.stdout).contains(&format!("stopped {}", dir.display())));
+    assert!(
+        cluster.child.wait().unwrap().success(),
+        "`cluster up` ends cleanly"
+    );
+    assert_eq!(
+        wait_until_gone(&dir.to_string_lossy()),
+        Vec::<String>::new()
+    );
+    assert!(!dir.exists());
+
+    let again = kubechaos()
+        .args(["cluster", "down"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "a directory that is gone is bad input"
+    );
 }

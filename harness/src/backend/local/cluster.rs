@@ -65,6 +65,8 @@ pub struct AgentGroup {
 /// What to start.
 #[derive(Clone, Debug, Default)]
 pub struct Spec {
+    /// What it is for, shown by `kubechaos cluster status` (`cluster up`, `scenario api-restart`).
+    pub purpose: String,
     /// Fake nodes `node-0` … .
     pub nodes: u32,
     /// Replicas per component.
@@ -77,6 +79,7 @@ impl Spec {
     /// What a scenario's `cluster:` asks for.
     pub fn of(s: &Scenario) -> Spec {
         Spec {
+            purpose: format!("scenario {}", s.name),
             nodes: s.cluster.nodes,
             components: s
                 .cluster
@@ -340,6 +343,16 @@ impl LocalCluster {
             proxies.insert(name.clone(), p);
             kinds.insert(name, kind);
         }
+        let record = RunRecord {
+            pid: std::process::id(),
+            purpose: spec.purpose.clone(),
+            kubeconfig: admin_kubeconfig.clone(),
+            keep,
+        };
+        write_file(
+            &dir.join(RunRecord::FILE),
+            &serde_json::to_string_pretty(&record).expect("record"),
+        )?;
         let admin = client_for(&admin_kubeconfig, None).await?;
         let mut cluster = LocalCluster {
             tempdir: if keep {
@@ -427,11 +440,7 @@ impl LocalCluster {
     }
 
     /// The command line of incarnation `inc` of a child process, and its extra environment.
-    fn argv(
-        &self,
-        name: &str,
-        inc: u32,
-    ) -> Result<Launch, String> {
+    fn argv(&self, name: &str, inc: u32) -> Result<Launch, String> {
         let d = &self.dir;
         let p = &self.pki;
         let s = |p: PathBuf| p.display().to_string();
@@ -817,6 +826,55 @@ impl LocalCluster {
             }
             None => Some(self.dir.clone()),
         }
+    }
+}
+
+/// What a run directory says about the kubechaos process that owns it (`cluster.json`), so that
+/// `kubechaos cluster status|down` can find running control planes.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RunRecord {
+    /// The kubechaos process.
+    pub pid: u32,
+    /// `cluster up`, `scenario NAME`.
+    pub purpose: String,
+    /// The admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The directory outlives the run.
+    pub keep: bool,
+}
+
+impl RunRecord {
+    /// Its file name in the run directory.
+    pub const FILE: &'static str = "cluster.json";
+
+    /// Whether its kubechaos process is still running.
+    pub fn alive(&self) -> bool {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), None).is_ok()
+    }
+
+    /// Every run directory under the temporary directory, oldest first.
+    pub fn all() -> Vec<(PathBuf, RunRecord)> {
+        let mut out: Vec<(std::time::SystemTime, PathBuf, RunRecord)> = Vec::new();
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return Vec::new();
+        };
+        for e in entries.flatten() {
+            if !e.file_name().to_string_lossy().starts_with("kubechaos-") {
+                continue;
+            }
+            let path = e.path().join(Self::FILE);
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if let Ok(r) = serde_json::from_str::<RunRecord>(&text) {
+                let at = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::UNIX_EPOCH);
+                out.push((at, e.path(), r));
+            }
+        }
+        out.sort_by_key(|a| a.0);
+        out.into_iter().map(|(_, p, r)| (p, r)).collect()
     }
 }
 

@@ -1,0 +1,182 @@
+//! Every shipped scenario on the local backend (upstream etcd, kube-apiserver, kube-scheduler and
+//! kube-controller-manager as processes), and the same scenario on the sim: the verdicts must
+//! agree, invariant by invariant. These take real time (a scenario's duration plus about 15s
+//! each); they need the pinned binaries (`ci/test` builds them first) and fail, never skip,
+//! when the control plane cannot start.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+mod common;
+use common::{processes_mentioning, wait_until_gone};
+
+use kubechaos::events::read_jsonl;
+use kubechaos::invariants::judge;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The file of a shipped scenario or of a test fixture.
+fn file_of(scenario: &str) -> PathBuf {
+    if scenario.ends_with(".yaml") {
+        repo().join(scenario)
+    } else {
+        repo().join("scenarios").join(format!("{scenario}.yaml"))
+    }
+}
+
+/// Run a scenario; returns the exit code, the verdicts (label, held) judged again from the
+/// events file, and the output for failure messages.
+fn play(scenario: &str, backend: &str) -> (i32, Vec<(String, bool)>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .env("RUST_LOG", "off")
+        .args(["scenario", scenario, "--backend", backend, "--events"])
+        .arg(&events)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = out.status.code().unwrap_or(-1);
+    assert!(
+        code == 0 || code == 1,
+        "{scenario} on {backend} could not run (exit {code}):\n{text}"
+    );
+    let s = kubechaos::scenario::load(&file_of(scenario)).unwrap();
+    let events = read_jsonl(&std::fs::read_to_string(&events).unwrap()).unwrap();
+    let verdicts = judge(&s, &events)
+        .into_iter()
+        .map(|v| (v.label, v.held))
+        .collect();
+    (code, verdicts, text)
+}
+
+/// Play on both backends; the verdicts must agree. Returns the exit code and local's output.
+fn agree(scenario: &str) -> (i32, String) {
+    let (sim_code, sim, sim_text) = play(scenario, "sim");
+    let (local_code, local, local_text) = play(scenario, "local");
+    assert_eq!(
+        local, sim,
+        "{scenario}: the local backend and the sim disagree\n--- local ---\n{local_text}\n--- sim ---\n{sim_text}"
+    );
+    assert_eq!(local_code, sim_code, "{local_text}");
+    assert!(
+        local_text.contains("on local") && local_text.contains("of real time"),
+        "{local_text}"
+    );
+    (local_code, local_text)
+}
+
+/// Every shipped scenario is written to pass: both worlds heal.
+fn agree_and_pass(scenario: &str) {
+    let (code, text) = agree(scenario);
+    assert_eq!(code, 0, "{scenario} failed on local:\n{text}");
+}
+
+#[test]
+fn a_lost_scheduler_that_never_returns_is_a_violation_on_both() {
+    let (code, text) = agree("harness/tests/fixtures/never-schedulable.yaml");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("FAIL  schedulable: probe pod kubechaos/probe-0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lease kube-system/kube-scheduler was not re-acquired")
+            && text.contains("no candidate was running"),
+        "{text}"
+    );
+}
+
+#[test]
+fn api_restart_agrees() {
+    agree_and_pass("api-restart");
+}
+
+#[test]
+fn controller_manager_crash_agrees() {
+    agree_and_pass("controller-manager-crash");
+}
+
+#[test]
+fn delete_all_schedulers_agrees() {
+    agree_and_pass("delete-all-schedulers");
+}
+
+#[test]
+fn scheduler_leader_partition_agrees() {
+    agree_and_pass("scheduler-leader-partition");
+}
+
+/// Kills the run if the test fails before it ends (its children follow by parent-death signal).
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_local_run_stops_everything_and_removes_its_directory() {
+    let mut guard = Guard(
+        Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+            .current_dir(repo())
+            .env("RUST_LOG", "off")
+            .args(["scenario", "api-restart", "--backend", "local"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(guard.0.stderr.take().unwrap()).lines();
+    let mut dir = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some((_, rest)) = line.split_once("starting etcd and kube-apiserver (") {
+            dir = Some(PathBuf::from(rest.trim_end_matches(')')));
+        }
+        if line.contains("running for") {
+            break;
+        }
+    }
+    let dir = dir.expect("the run says where its directory is");
+    let needle = dir.to_string_lossy().into_owned();
+    let running = processes_mentioning(&needle);
+    assert!(
+        running.len() >= 7,
+        "etcd, kube-apiserver, 2 schedulers, 2 controller-managers and 2 agents run: {running:#?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = guard.0.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "an interrupted run is exit 3: {rest:#?}"
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("interrupted at t=")),
+        "it says it was interrupted: {rest:#?}"
+    );
+    assert_eq!(
+        wait_until_gone(&needle),
+        Vec::<String>::new(),
+        "no process is left"
+    );
+    assert!(!dir.exists(), "the run directory is removed");
+}
