@@ -1,24 +1,31 @@
-//! The observer: watches a cluster through its API server (polling every second, as an
-//! informer's relist would), records what changed as [`events`](crate::events), and carries out
-//! the plan's API-level actions (probe pods, `delete-pods`).
+//! The observer: follows a cluster through its API server as an informer does (list, then watch
+//! from the list's resourceVersion, resume a broken watch from the last resourceVersion seen,
+//! list again when that is too old), records what changed as [`events`](crate::events), and
+//! carries out the plan's API-level actions (probe pods, `delete-pods`).
 //!
 //! It only needs a `kube::Client`, so every backend runs the same observer: the sim runs it as
-//! the `kubechaos` host (never partitioned or crashed), real backends as a task.
+//! the `kubechaos` host (never partitioned or crashed), real backends as a task. It never fails a
+//! run: when it loses the API server it says so in the timeline, retries every second, and
+//! carries on where it left off.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::events::{EventKind, Recorder};
 
-/// How often the observer polls.
-pub const POLL_PERIOD: Duration = Duration::from_secs(1);
+/// How long the observer waits before it tries the API server again.
+pub const RETRY: Duration = Duration::from_secs(1);
 /// Namespace of probe pods.
 pub const PROBE_NAMESPACE: &str = "kubechaos";
 
@@ -39,16 +46,10 @@ pub enum Command {
     },
 }
 
-/// What the observer last reported, so it records changes only.
+/// Whether the API server answered lately, shared by the observer's watches so that losing it
+/// and finding it again are each said once.
 #[derive(Default)]
-struct Seen {
-    leases: BTreeMap<String, (Option<String>, Option<u64>, u32)>,
-    nodes: BTreeMap<String, (bool, bool)>,
-    bound: BTreeMap<String, String>,
-    deployments: BTreeMap<String, (u32, u32)>,
-    /// Whether the last poll reached the API server (None before the first).
-    reachable: Option<bool>,
-}
+struct Reach(std::sync::Mutex<Option<bool>>);
 
 /// The observer/actuator.
 pub struct Observer {
@@ -61,34 +62,168 @@ pub struct Observer {
     /// The Leases to record (`NAMESPACE/NAME`); a real cluster holds many others (the API
     /// servers' identity leases, other controllers').
     pub leases: std::collections::BTreeSet<String>,
+    /// `timeoutSeconds` of each watch request: the sim's network carries each exchange whole
+    /// within a 5s client timeout, so the sim asks for short watches; real API servers stream.
+    pub watch_timeout: u32,
 }
 
 impl Observer {
-    /// Run until the simulation ends.
-    pub async fn run(self, client: kube::Client, mut commands: mpsc::UnboundedReceiver<Command>) {
-        let mut seen = Seen::default();
+    /// Run until the world ends (the sim's end, or the task is aborted).
+    pub async fn run(self, client: kube::Client, commands: mpsc::UnboundedReceiver<Command>) {
+        let reach = Reach::default();
+        let leases = self.follow(
+            Api::<Lease>::all(client.clone()),
+            &reach,
+            |this, seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>, l: &Lease| {
+                this.lease(seen, l)
+            },
+        );
+        let nodes = self.follow(
+            Api::<Node>::all(client.clone()),
+            &reach,
+            |this, seen: &mut BTreeMap<String, (bool, bool)>, n: &Node| this.node(seen, n),
+        );
+        let pods = self.follow(
+            Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE),
+            &reach,
+            |this, seen: &mut BTreeMap<String, String>, p: &Pod| this.pod(seen, p),
+        );
+        let deployments = async {
+            if self.watch_deployments {
+                self.follow(
+                    Api::<Deployment>::all(client.clone()),
+                    &reach,
+                    |this, seen: &mut BTreeMap<String, (u32, u32)>, d: &Deployment| {
+                        this.deployment(seen, d)
+                    },
+                )
+                .await;
+            }
+        };
+        tokio::join!(
+            self.act(&client, commands),
+            leases,
+            nodes,
+            pods,
+            deployments
+        );
+    }
+
+    /// Carry out commands as they come; retry those the API server did not take every second.
+    async fn act(&self, client: &kube::Client, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut pending: Vec<Command> = Vec::new();
-        let mut next_poll = tokio::time::Instant::now();
         loop {
+            if pending.is_empty() {
+                match commands.recv().await {
+                    Some(c) => pending.push(c),
+                    None => return std::future::pending().await,
+                }
+            } else {
+                tokio::select! {
+                    biased;
+                    Some(c) = commands.recv() => pending.push(c),
+                    () = tokio::time::sleep(RETRY) => {}
+                }
+            }
             while let Ok(c) = commands.try_recv() {
                 pending.push(c);
             }
             let mut still = Vec::new();
             for c in pending.drain(..) {
-                if !self.execute(&client, &c).await {
+                if !self.execute(client, &c).await {
                     still.push(c);
                 }
             }
             pending = still;
-            if tokio::time::Instant::now() >= next_poll {
-                self.poll(&client, &mut seen).await;
-                next_poll = tokio::time::Instant::now() + POLL_PERIOD;
+        }
+    }
+
+    /// Say in the timeline when the observer loses the API server and when it has it back.
+    fn reach(&self, reach: &Reach, result: Result<(), String>) {
+        let ok = result.is_ok();
+        let mut last = reach.0.lock().expect("reach lock");
+        let said = *last;
+        *last = Some(ok);
+        if said == Some(ok) || (said.is_none() && ok) {
+            return;
+        }
+        self.recorder.record(EventKind::ProcessNote {
+            process: "kubechaos".into(),
+            message: match result {
+                Ok(()) => "observer: reached the API server again".into(),
+                Err(e) => {
+                    format!("observer: cannot reach the API server ({e}); retrying every second")
+                }
+            },
+        });
+    }
+
+    /// Follow one resource as an informer does: list, watch from the list's resourceVersion,
+    /// resume from the last resourceVersion seen when the watch ends, list again when the
+    /// server says that version is too old (410). `record` sees every object as it is now.
+    async fn follow<K, S>(&self, api: Api<K>, reach: &Reach, record: impl Fn(&Self, &mut S, &K))
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+        S: Default,
+    {
+        let mut seen = S::default();
+        let mut from: Option<String> = None;
+        loop {
+            let version = match from.take() {
+                Some(v) => v,
+                None => match api.list(&ListParams::default()).await {
+                    Ok(list) => {
+                        self.reach(reach, Ok(()));
+                        for o in &list.items {
+                            record(self, &mut seen, o);
+                        }
+                        list.metadata.resource_version.unwrap_or_default()
+                    }
+                    Err(e) => {
+                        self.reach(reach, Err(e.to_string()));
+                        tokio::time::sleep(RETRY).await;
+                        continue;
+                    }
+                },
+            };
+            let params = WatchParams::default().timeout(self.watch_timeout);
+            let stream = match api.watch(&params, &version).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    if !is_gone(&e) {
+                        self.reach(reach, Err(e.to_string()));
+                        tokio::time::sleep(RETRY).await;
+                        from = Some(version);
+                    }
+                    continue;
+                }
+            };
+            self.reach(reach, Ok(()));
+            let mut stream = stream.boxed();
+            let mut last = Some(version);
+            loop {
+                match stream.try_next().await {
+                    Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                        last = o.meta().resource_version.clone().or(last);
+                        record(self, &mut seen, &o);
+                    }
+                    Ok(Some(WatchEvent::Deleted(o))) => {
+                        last = o.meta().resource_version.clone().or(last);
+                    }
+                    Ok(Some(WatchEvent::Bookmark(b))) => {
+                        last = Some(b.metadata.resource_version);
+                    }
+                    Ok(Some(WatchEvent::Error(e))) => {
+                        if e.code == 410 {
+                            last = None;
+                        }
+                        break;
+                    }
+                    // The server ended the watch (its timeout, or it went away): resume.
+                    Ok(None) | Err(_) => break,
+                }
             }
-            tokio::select! {
-                biased;
-                Some(c) = commands.recv() => pending.push(c),
-                () = tokio::time::sleep_until(next_poll) => {}
-            }
+            from = last;
         }
     }
 
@@ -147,137 +282,100 @@ impl Observer {
         d.as_millis().max(0) as u64
     }
 
-    /// Say in the timeline when the observer loses the API server and when it has it back: the
-    /// observer never fails a run, but a gap in what it saw must be visible.
-    fn reach(&self, seen: &mut Seen, result: Result<(), String>) {
-        let ok = result.is_ok();
-        if seen.reachable == Some(ok) || (seen.reachable.is_none() && ok) {
-            seen.reachable = Some(ok);
+    fn lease(&self, seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>, l: &Lease) {
+        let ns = l.metadata.namespace.clone().unwrap_or_default();
+        let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
+        if !self.leases.contains(&key) {
             return;
         }
-        seen.reachable = Some(ok);
-        self.recorder.record(EventKind::ProcessNote {
-            process: "kubechaos".into(),
-            message: match result {
-                Ok(()) => "observer: reached the API server again".into(),
-                Err(e) => {
-                    format!("observer: cannot reach the API server ({e}); retrying every second")
-                }
-            },
-        });
+        let spec = l.spec.clone().unwrap_or_default();
+        let now = (
+            spec.holder_identity.clone().filter(|h| !h.is_empty()),
+            spec.renew_time.as_ref().map(|t| self.since_start_ms(&t.0)),
+            spec.lease_transitions.unwrap_or(0).max(0) as u32,
+        );
+        if seen.get(&key) != Some(&now) {
+            self.recorder.record(EventKind::LeaseObserved {
+                lease: key.clone(),
+                holder: now.0.clone(),
+                renew_ms: now.1,
+                transitions: now.2,
+            });
+            seen.insert(key, now);
+        }
     }
 
-    async fn poll(&self, client: &kube::Client, seen: &mut Seen) {
-        let leases = Api::<Lease>::all(client.clone())
-            .list(&ListParams::default())
-            .await;
-        self.reach(seen, leases.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-        if let Ok(leases) = leases {
-            for l in leases.items {
-                let ns = l.metadata.namespace.clone().unwrap_or_default();
-                let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
-                if !self.leases.contains(&key) {
-                    continue;
-                }
-                let spec = l.spec.unwrap_or_default();
-                let now = (
-                    spec.holder_identity.clone().filter(|h| !h.is_empty()),
-                    spec.renew_time.as_ref().map(|t| self.since_start_ms(&t.0)),
-                    spec.lease_transitions.unwrap_or(0).max(0) as u32,
-                );
-                if seen.leases.get(&key) != Some(&now) {
-                    self.recorder.record(EventKind::LeaseObserved {
-                        lease: key.clone(),
-                        holder: now.0.clone(),
-                        renew_ms: now.1,
-                        transitions: now.2,
-                    });
-                    seen.leases.insert(key, now);
-                }
-            }
+    fn node(&self, seen: &mut BTreeMap<String, (bool, bool)>, n: &Node) {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let ready = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let tainted = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            });
+        if seen.get(&name) != Some(&(ready, tainted)) {
+            self.recorder.record(EventKind::NodeObserved {
+                node: name.clone(),
+                ready,
+                tainted,
+            });
+            seen.insert(name, (ready, tainted));
         }
-        if let Ok(nodes) = Api::<Node>::all(client.clone())
-            .list(&ListParams::default())
-            .await
+    }
+
+    fn pod(&self, seen: &mut BTreeMap<String, String>, p: &Pod) {
+        let key = format!(
+            "{PROBE_NAMESPACE}/{}",
+            p.metadata.name.clone().unwrap_or_default()
+        );
+        if let Some(node) = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty())
         {
-            for n in nodes.items {
-                let name = n.metadata.name.clone().unwrap_or_default();
-                let ready = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                let tainted = n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|ts| {
-                        ts.iter()
-                            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-                    });
-                if seen.nodes.get(&name) != Some(&(ready, tainted)) {
-                    self.recorder.record(EventKind::NodeObserved {
-                        node: name.clone(),
-                        ready,
-                        tainted,
-                    });
-                    seen.nodes.insert(name, (ready, tainted));
-                }
-            }
-        }
-        if let Ok(pods) = Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE)
-            .list(&ListParams::default())
-            .await
-        {
-            for p in pods.items {
-                let key = format!(
-                    "{PROBE_NAMESPACE}/{}",
-                    p.metadata.name.clone().unwrap_or_default()
-                );
-                if let Some(node) = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .filter(|n| !n.is_empty())
-                {
-                    if seen.bound.get(&key) != Some(&node) {
-                        self.recorder.record(EventKind::PodBound {
-                            pod: key.clone(),
-                            node: node.clone(),
-                        });
-                        seen.bound.insert(key, node);
-                    }
-                }
-            }
-        }
-        if self.watch_deployments {
-            if let Ok(ds) = Api::<Deployment>::all(client.clone())
-                .list(&ListParams::default())
-                .await
-            {
-                for d in ds.items {
-                    let key = format!(
-                        "{}/{}",
-                        d.metadata.namespace.clone().unwrap_or_default(),
-                        d.metadata.name.clone().unwrap_or_default()
-                    );
-                    let desired = d.spec.replicas.unwrap_or(1).max(0) as u32;
-                    let available = d
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.available_replicas)
-                        .unwrap_or(0)
-                        .max(0) as u32;
-                    if seen.deployments.get(&key) != Some(&(available, desired)) {
-                        self.recorder.record(EventKind::DeploymentObserved {
-                            deployment: key.clone(),
-                            available,
-                            desired,
-                        });
-                        seen.deployments.insert(key, (available, desired));
-                    }
-                }
+            if seen.get(&key) != Some(&node) {
+                self.recorder.record(EventKind::PodBound {
+                    pod: key.clone(),
+                    node: node.clone(),
+                });
+                seen.insert(key, node);
             }
         }
     }
+
+    fn deployment(&self, seen: &mut BTreeMap<String, (u32, u32)>, d: &Deployment) {
+        let key = format!(
+            "{}/{}",
+            d.metadata.namespace.clone().unwrap_or_default(),
+            d.metadata.name.clone().unwrap_or_default()
+        );
+        let desired = d.spec.replicas.unwrap_or(1).max(0) as u32;
+        let available = d
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0)
+            .max(0) as u32;
+        if seen.get(&key) != Some(&(available, desired)) {
+            self.recorder.record(EventKind::DeploymentObserved {
+                deployment: key.clone(),
+                available,
+                desired,
+            });
+            seen.insert(key, (available, desired));
+        }
+    }
+}
+
+/// Whether an error is the server's "too old resource version".
+fn is_gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 410)
 }

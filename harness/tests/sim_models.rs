@@ -164,11 +164,11 @@ fn deployments_become_replicasets_become_bound_pods() {
             .unwrap_or(0)
     });
     let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
-    let api = Arc::new(ApiServer {
-        store: Arc::new(Mutex::new(Store::default())),
-        etcd_ok: Arc::new(true.into()),
-        clock: clock.clone(),
-    });
+    let api = Arc::new(ApiServer::new(
+        Arc::new(Mutex::new(Store::default())),
+        Arc::new(true.into()),
+        clock.clone(),
+    ));
     sim.host("api-server", move || api.clone().serve());
     let p = Proc::new(
         "kube-controller-manager-0",
@@ -230,4 +230,107 @@ fn deployments_become_replicasets_become_bound_pods() {
         Ok(())
     });
     sim.run().expect("the controllers converge");
+}
+
+/// The observer follows the API server with list and watch; a change made while the API server
+/// was away is reported once it is back, and the gap is said in the timeline.
+#[test]
+fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
+    use kubechaos::observer::Observer;
+    let mut sim = turmoil::Builder::new()
+        .tick_duration(Duration::from_millis(20))
+        .simulation_duration(Duration::from_secs(300))
+        .build();
+    let recorder = Recorder::new(|| {
+        turmoil::sim_elapsed()
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    });
+    let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
+    let store = Arc::new(Mutex::new(Store::default()));
+    let api = Arc::new(ApiServer::new(
+        store.clone(),
+        Arc::new(true.into()),
+        clock.clone(),
+    ));
+    sim.host("api-server", move || api.clone().serve());
+    let lease = |holder: &str| serde_json::json!({"metadata": {"name": "l", "namespace": "default"}, "spec": {"holderIdentity": holder}});
+    store
+        .lock()
+        .unwrap()
+        .create(
+            &kubechaos::backend::sim::store::LEASES,
+            "default",
+            lease("a"),
+            "2026-01-01T00:00:00Z",
+        )
+        .unwrap();
+    let observer_recorder = recorder.clone();
+    let (_commands, rx) = tokio::sync::mpsc::unbounded_channel();
+    let rx = std::cell::RefCell::new(Some(rx));
+    sim.host("kubechaos", move || {
+        let obs = Observer {
+            recorder: observer_recorder.clone(),
+            epoch: epoch(),
+            watch_deployments: false,
+            leases: ["default/l".to_owned()].into(),
+            watch_timeout: 4,
+        };
+        let rx = rx.borrow_mut().take().unwrap();
+        async move {
+            obs.run(SimTransport::client(Duration::from_secs(5)), rx)
+                .await;
+            Ok(())
+        }
+    });
+    let until = |sim: &mut turmoil::Sim<'_>, t: u64| {
+        while sim.elapsed() < Duration::from_secs(t) {
+            sim.step().unwrap();
+        }
+    };
+    until(&mut sim, 5);
+    sim.crash("api-server");
+    until(&mut sim, 10);
+    let current = store
+        .lock()
+        .unwrap()
+        .get(&kubechaos::backend::sim::store::LEASES, "default", "l")
+        .cloned()
+        .unwrap();
+    let mut changed = current;
+    changed["spec"]["holderIdentity"] = serde_json::json!("b");
+    store
+        .lock()
+        .unwrap()
+        .update(
+            &kubechaos::backend::sim::store::LEASES,
+            "default",
+            "l",
+            changed,
+            false,
+        )
+        .unwrap();
+    sim.bounce("api-server");
+    until(&mut sim, 20);
+
+    let said: Vec<String> = recorder
+        .snapshot()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::LeaseObserved { holder, .. } => Some(format!("lease {}", holder.unwrap())),
+            EventKind::ProcessNote { message, .. } => {
+                Some(message.split(" (").next().unwrap().to_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "lease a",
+            "observer: cannot reach the API server",
+            "observer: reached the API server again",
+            "lease b",
+        ]
+    );
 }

@@ -847,9 +847,21 @@ impl RunRecord {
     /// Its file name in the run directory.
     pub const FILE: &'static str = "cluster.json";
 
-    /// Whether its kubechaos process is still running.
+    /// Whether its kubechaos process is still running (not ended, not a zombie waiting for its
+    /// parent, and not another program that got the same pid since).
     pub fn alive(&self) -> bool {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), None).is_ok()
+        let proc = PathBuf::from(format!("/proc/{}", self.pid));
+        let running = std::fs::read_to_string(proc.join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false);
+        let ours = std::fs::read(proc.join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains("kubechaos"))
+            .unwrap_or(false);
+        running && ours
     }
 
     /// Every run directory under the temporary directory, oldest first.

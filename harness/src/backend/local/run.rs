@@ -257,6 +257,7 @@ pub fn run(
             .iter()
             .any(|i| matches!(i.value, Invariant::Available(_))),
         leases: s.leases().keys().map(|l| l.to_string()).collect(),
+        watch_timeout: 60,
     };
     let observer = rt.spawn(observer.run(cluster.admin.clone(), rx));
 

@@ -1,7 +1,12 @@
 //! The simulated kube-apiserver: the Kubernetes REST subset the components use, over HTTP/1 on
 //! turmoil TCP. Leases, pods (with `binding` and `status`), nodes (with `status`), deployments
-//! and replicasets: get, list (label and field selectors), create, update (409 on a stale
-//! resourceVersion), delete. Errors are `Status` objects, as upstream sends them.
+//! and replicasets: get, list (label and field selectors), watch (from a resourceVersion; 410
+//! Gone when it is too old), create, update (409 on a stale resourceVersion), delete. Errors are
+//! `Status` objects, as upstream sends them.
+//!
+//! A watch answers as soon as it has changes to report (and after [`WATCH_MAX`] without): the
+//! simulated network carries every exchange whole within its client's 5s timeout. The watcher
+//! resumes from the last resourceVersion it saw, as it does when a real API server ends a watch.
 //!
 //! When etcd is down or cut off from the API server, every request waits and then fails with
 //! 500 `etcdserver: request timed out`, as kube-apiserver answers when its etcd client times out.
@@ -29,12 +34,31 @@ pub struct ApiServer {
     pub etcd_ok: Arc<std::sync::atomic::AtomicBool>,
     /// Timestamps for creationTimestamp.
     pub clock: Arc<dyn Clock>,
+    /// Woken after every write, for watches.
+    pub changed: tokio::sync::Notify,
 }
+
+/// The longest a watch waits without changes before it answers empty.
+pub const WATCH_MAX: Duration = Duration::from_secs(4);
 
 /// How long a request waits for an unreachable etcd before failing.
 pub const ETCD_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl ApiServer {
+    /// An API server over a store.
+    pub fn new(
+        store: Arc<Mutex<Store>>,
+        etcd_ok: Arc<std::sync::atomic::AtomicBool>,
+        clock: Arc<dyn Clock>,
+    ) -> ApiServer {
+        ApiServer {
+            store,
+            etcd_ok,
+            clock,
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
     /// Serve until the host is crashed.
     pub async fn serve(self: Arc<Self>) -> turmoil::Result {
         let listener = turmoil::net::TcpListener::bind(("0.0.0.0", API_PORT)).await?;
@@ -75,7 +99,89 @@ impl ApiServer {
         }
         let query = parts.uri.query().unwrap_or("").to_owned();
         let path = parts.uri.path().trim_matches('/').to_owned();
-        self.route(&parts.method, &path, &query, &body)
+        if parts.method == Method::GET
+            && matches!(query_param(&query, "watch").as_deref(), Some("true" | "1"))
+        {
+            return self.watch(&path, &query).await;
+        }
+        let response = self.route(&parts.method, &path, &query, &body);
+        if parts.method != Method::GET && response.status().is_success() {
+            self.changed.notify_waiters();
+        }
+        response
+    }
+
+    /// A watch on a collection, from `resourceVersion` (default: now).
+    async fn watch(&self, path: &str, query: &str) -> Response<Full<Bytes>> {
+        let Some((r, ns, None, None)) = parse_path(path) else {
+            return status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                &format!("watch is supported on collections only, not on {path}"),
+            );
+        };
+        let label_sel = query_param(query, "labelSelector")
+            .and_then(|s| crate::selector::parse(&s).ok())
+            .unwrap_or_default();
+        let field_sel = query_param(query, "fieldSelector").unwrap_or_default();
+        let wait = query_param(query, "timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .map_or(WATCH_MAX, |t| Duration::from_secs(t).min(WATCH_MAX));
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut after = query_param(query, "resourceVersion")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or_else(|| self.store.lock().expect("store lock").revision());
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let mut lines = Vec::new();
+            match self
+                .store
+                .lock()
+                .expect("store lock")
+                .changes_since(r, ns.as_deref(), after)
+            {
+                Err(compacted) => lines.push(json!({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "reason": "Expired", "code": 410,
+                    "message": format!("too old resource version: {after} ({compacted})"),
+                }})),
+                Ok(changes) => {
+                    for c in changes {
+                        after = c.revision;
+                        if label_sel.matches(&labels(&c.object))
+                            && field_matches(&c.object, &field_sel)
+                        {
+                            lines.push(json!({"type": c.kind, "object": c.object}));
+                        }
+                    }
+                }
+            }
+            if !lines.is_empty() {
+                let mut body = Vec::new();
+                for l in lines {
+                    body.extend(serde_json::to_vec(&l).expect("json"));
+                    body.push(b'\n');
+                }
+                return Response::builder()
+                    .status(StatusCode::OK)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .expect("response");
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Response::builder()
+                        .status(StatusCode::OK)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::new()))
+                        .expect("response");
+                }
+            }
+        }
     }
 
     fn route(

@@ -199,11 +199,11 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     });
     names.push("etcd".to_owned());
 
-    let api = Arc::new(ApiServer {
-        store: store.clone(),
-        etcd_ok: etcd_ok.clone(),
-        clock: clock.clone(),
-    });
+    let api = Arc::new(ApiServer::new(
+        store.clone(),
+        etcd_ok.clone(),
+        clock.clone(),
+    ));
     let api_proc = proc_of("api-server");
     sim.host(net::API_HOST, move || {
         let p = api_proc.clone();
@@ -294,6 +294,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
             epoch: epoch(),
             watch_deployments,
             leases: leases.clone(),
+            watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
         };
         async move {
             obs.run(SimTransport::client(process::REQUEST_TIMEOUT), rx)

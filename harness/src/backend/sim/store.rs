@@ -87,12 +87,35 @@ pub enum StoreError {
     BadRequest(String),
 }
 
-/// Objects by (plural, namespace, name), with a global resourceVersion counter.
+/// One change to a stored object, as a watch reports it.
+#[derive(Clone, Debug)]
+pub struct Change {
+    /// The revision the change made.
+    pub revision: u64,
+    /// Plural of the resource.
+    pub plural: &'static str,
+    /// Namespace ("" for cluster-scoped resources).
+    pub namespace: String,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: &'static str,
+    /// The object after the change (for DELETED, as it was, with the new resourceVersion).
+    pub object: Value,
+}
+
+/// How many changes the store keeps for watchers; an older resourceVersion is "too old" (410
+/// Gone), as etcd's compaction makes it upstream, and the watcher must list again.
+pub const CHANGE_WINDOW: usize = 10_000;
+
+/// Objects by (plural, namespace, name), with a global resourceVersion counter and the recent
+/// changes (for watches).
 #[derive(Debug, Default)]
 pub struct Store {
     objects: BTreeMap<Key, Value>,
     revision: u64,
     uid: u64,
+    changes: std::collections::VecDeque<Change>,
+    /// The newest revision no longer in `changes`.
+    compacted: u64,
 }
 
 /// The key of `name` in namespace `ns` (ignored for cluster-scoped resources).
@@ -148,6 +171,41 @@ impl Store {
     fn bump(&mut self, obj: &mut Value) {
         self.revision += 1;
         obj["metadata"]["resourceVersion"] = json!(self.revision.to_string());
+    }
+
+    /// Remember a change (made at the current revision) for watchers.
+    fn log(&mut self, r: &Resource, kind: &'static str, object: &Value) {
+        if self.changes.len() == CHANGE_WINDOW {
+            if let Some(old) = self.changes.pop_front() {
+                self.compacted = old.revision;
+            }
+        }
+        self.changes.push_back(Change {
+            revision: self.revision,
+            plural: r.plural,
+            namespace: meta(object, "namespace").unwrap_or_default(),
+            kind,
+            object: object.clone(),
+        });
+    }
+
+    /// Changes to a resource (in one namespace, or all) after revision `after`, oldest first.
+    /// `Err(compacted)` when `after` is older than the changes kept.
+    pub fn changes_since(
+        &self,
+        r: &Resource,
+        ns: Option<&str>,
+        after: u64,
+    ) -> Result<Vec<&Change>, u64> {
+        if after < self.compacted {
+            return Err(self.compacted);
+        }
+        Ok(self
+            .changes
+            .iter()
+            .filter(|c| c.revision > after && c.plural == r.plural)
+            .filter(|c| ns.is_none_or(|ns| ns == c.namespace))
+            .collect())
     }
 
     /// Create. `now` is the RFC 3339 creation timestamp.
@@ -206,6 +264,7 @@ impl Store {
             obj["status"] = json!({"phase": "Pending"});
         }
         self.bump(&mut obj);
+        self.log(r, "ADDED", &obj);
         self.objects.insert(key, obj.clone());
         Ok(obj)
     }
@@ -257,6 +316,7 @@ impl Store {
             obj
         };
         self.bump(&mut new);
+        self.log(r, "MODIFIED", &new);
         self.objects.insert(key, new.clone());
         Ok(new)
     }
@@ -264,10 +324,11 @@ impl Store {
     /// Delete.
     pub fn delete(&mut self, r: &Resource, ns: &str, name: &str) -> Result<Value, StoreError> {
         let key = key(r, ns, name);
-        let obj = self.objects.remove(&key).ok_or_else(|| {
+        let mut obj = self.objects.remove(&key).ok_or_else(|| {
             StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r)))
         })?;
-        self.revision += 1;
+        self.bump(&mut obj);
+        self.log(r, "DELETED", &obj);
         Ok(obj)
     }
 
@@ -291,6 +352,7 @@ impl Store {
         obj["spec"]["nodeName"] = json!(node);
         obj["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True"}]);
         self.bump(&mut obj);
+        self.log(r, "MODIFIED", &obj);
         self.objects.insert(key, obj);
         Ok(
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -330,6 +392,39 @@ mod tests {
             s.update(&LEASES, "ns", "l", b, false),
             Err(StoreError::Conflict(_))
         ));
+    }
+
+    #[test]
+    fn watchers_see_changes_after_a_revision_until_they_are_compacted() {
+        let mut s = Store::default();
+        let l = json!({"metadata": {"name": "l"}, "spec": {}});
+        let created = s.create(&LEASES, "ns", l, "t").unwrap();
+        let after_create = s.revision();
+        s.update(&LEASES, "ns", "l", created, false).unwrap();
+        s.delete(&LEASES, "ns", "l").unwrap();
+        let kinds = |from| -> Vec<&str> {
+            s.changes_since(&LEASES, Some("ns"), from)
+                .unwrap()
+                .iter()
+                .map(|c| c.kind)
+                .collect()
+        };
+        assert_eq!(kinds(0), ["ADDED", "MODIFIED", "DELETED"]);
+        assert_eq!(kinds(after_create), ["MODIFIED", "DELETED"]);
+        assert!(s.changes_since(&PODS, None, 0).unwrap().is_empty());
+        assert!(s
+            .changes_since(&LEASES, Some("other"), 0)
+            .unwrap()
+            .is_empty());
+        for i in 0..CHANGE_WINDOW {
+            let n = json!({"metadata": {"name": format!("n{i}")}});
+            s.create(&NODES, "", n, "t").unwrap();
+        }
+        assert_eq!(
+            s.changes_since(&LEASES, None, after_create).unwrap_err(),
+            3,
+            "the lease's changes were compacted away"
+        );
     }
 
     #[test]
