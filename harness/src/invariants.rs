@@ -218,10 +218,16 @@ fn leader_reacquired(
     };
     let alive_text = if alive.is_empty() {
         "no candidate was running".to_owned()
+    } else if alive.len() == candidates.len() {
+        format!(
+            "every candidate is alive ({}) but none is trying: none renewed or acquired the lease",
+            alive.join(", ")
+        )
     } else {
         format!(
-            "candidates running at the deadline: {} (none of them renewed the lease)",
-            alive.join(", ")
+            "candidates running at the deadline: {} of {} (none of them renewed or acquired the lease)",
+            alive.join(", "),
+            candidates.join(", ")
         )
     };
     (
