@@ -175,8 +175,14 @@ pub const CONTEXT: &str = "kubechaos-local";
 /// How long `up` waits for the control plane to be ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// How long a gracefully stopped process may take to exit before it is killed.
-pub const STOP_GRACE: Duration = Duration::from_secs(15);
+/// How long a gracefully stopped process may take to exit before it is killed (the kubelet's
+/// default `terminationGracePeriodSeconds`). kube-apiserver can take that long: it drains open
+/// watches before it exits.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// How long `start` waits for a stopped process that has not exited yet before it kills it: the
+/// plan says when the process runs again, and it must not slip by a long shutdown.
+pub const START_WAIT: Duration = Duration::from_secs(3);
 
 /// Per-request timeout of the fake nodes' clients (a partitioned node's request must end).
 const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -556,7 +562,7 @@ impl LocalCluster {
 
     /// Start a process by name (`etcd`, `api-server`, `kube-scheduler-0`, `agent-1`, `node-0`).
     /// A process that was stopped and has not exited yet is waited for (and killed after
-    /// [`STOP_GRACE`]) first, so that it frees its ports and files.
+    /// [`START_WAIT`]) first, so that it frees its ports and files.
     pub fn start(&mut self, name: &str) -> Result<(), String> {
         self.reap(name);
         let inc = self.incarnations.get(name).copied().unwrap_or(0) + 1;
@@ -652,14 +658,19 @@ impl LocalCluster {
             return;
         }
         if let Some(child) = self.children.remove(name) {
-            signal_group(
-                &child,
-                if graceful {
-                    Signal::SIGTERM
-                } else {
-                    Signal::SIGKILL
-                },
-            );
+            if graceful {
+                signal_group(&child, Signal::SIGTERM);
+                // As the kubelet: what has not exited after the grace period is killed.
+                if let Some(pid) = child.id() {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(STOP_GRACE).await;
+                        let group = nix::unistd::Pid::from_raw(-(pid as i32));
+                        let _ = nix::sys::signal::kill(group, Signal::SIGKILL);
+                    });
+                }
+            } else {
+                signal_group(&child, Signal::SIGKILL);
+            }
             self.stopping.insert(name.to_owned(), child);
         }
     }
@@ -669,7 +680,7 @@ impl LocalCluster {
         let Some(mut child) = self.stopping.remove(name) else {
             return;
         };
-        let deadline = Instant::now() + STOP_GRACE;
+        let deadline = Instant::now() + START_WAIT;
         while Instant::now() < deadline {
             if !matches!(child.try_wait(), Ok(None)) {
                 return;
