@@ -17,6 +17,8 @@ Examples:
   kubechaos scenario api-restart                 play scenarios/api-restart.yaml on the sim
   kubechaos scenario api-restart --seed 7        the same with another seed (same seed, same run)
   kubechaos scenario ./my.yaml --events ev.jsonl --junit report.xml
+  kubechaos scenario api-restart --backend local on a real control plane started on this machine
+  kubechaos cluster up                           a real control plane for kubectl, until Ctrl-C
   kubechaos list                                 the shipped scenarios and what each proves
   kubechaos validate scenarios/                  check files without running them
   kubechaos schema > scenario.schema.json        for editors (yaml-language-server)
@@ -27,8 +29,8 @@ Exit codes: 0 every invariant held, 1 an invariant was violated, 2 bad input
 /// kubechaos: prove that a Kubernetes control plane heals.
 ///
 /// Plays scenario files (partitions, API-server restarts, the loss of every scheduler) against a
-/// deterministic simulated cluster and judges whether leadership is re-acquired and the cluster
-/// becomes schedulable again.
+/// deterministic simulated cluster or a real control plane started on this machine, and judges
+/// whether leadership is re-acquired and the cluster becomes schedulable again.
 #[derive(Debug, Parser)]
 #[command(name = "kubechaos", version, after_help = EXAMPLES)]
 pub struct Cli {
@@ -40,7 +42,7 @@ pub struct Cli {
 enum Command {
     /// Play a scenario and judge its invariants.
     #[command(
-        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml"
+        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
     )]
     Scenario(ScenarioArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).

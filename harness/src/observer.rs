@@ -180,7 +180,7 @@ impl Observer {
                         list.metadata.resource_version.unwrap_or_default()
                     }
                     Err(e) => {
-                        self.reach(reach, Err(e.to_string()));
+                        self.reach(reach, Err(short(&e)));
                         tokio::time::sleep(RETRY).await;
                         continue;
                     }
@@ -191,7 +191,7 @@ impl Observer {
                 Ok(stream) => stream,
                 Err(e) => {
                     if !is_gone(&e) {
-                        self.reach(reach, Err(e.to_string()));
+                        self.reach(reach, Err(short(&e)));
                         tokio::time::sleep(RETRY).await;
                         from = Some(version);
                     }
@@ -372,6 +372,14 @@ impl Observer {
             });
             seen.insert(key, (available, desired));
         }
+    }
+}
+
+/// An error in a few words: the API's own message for a `Status`.
+fn short(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        e => e.to_string(),
     }
 }
 

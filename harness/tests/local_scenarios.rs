@@ -80,6 +80,13 @@ fn agree_and_pass(scenario: &str) {
     assert_eq!(code, 0, "{scenario} failed on local:\n{text}");
 }
 
+/// etcd faults on real processes: a crash (its data survives: the probe pods' namespace, made
+/// before the run, is still there for `schedulable`) and a partition from the API server.
+#[test]
+fn etcd_crash_and_partition_agree() {
+    agree_and_pass("harness/tests/fixtures/etcd-faults.yaml");
+}
+
 #[test]
 fn a_lost_scheduler_that_never_returns_is_a_violation_on_both() {
     let (code, text) = agree("harness/tests/fixtures/never-schedulable.yaml");
