@@ -393,6 +393,18 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
     }
 }
 
+/// A single-threaded Tokio runtime (children started from it get a parent-death signal tied to
+/// this thread), or exit 3.
+fn runtime() -> Result<tokio::runtime::Runtime, i32> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("kubechaos: cannot start the async runtime: {e}");
+            exit::ENVIRONMENT
+        })
+}
+
 fn cluster_build() -> i32 {
     use crate::backend::local::build;
     let fixtures = build::fixtures_dir();
@@ -424,15 +436,9 @@ fn cluster_up(args: &UpArgs) -> i32 {
     use crate::backend::local::cluster::{LocalCluster, Quiet, Spec};
     use crate::scenario::Component;
     // One thread: children get a parent-death signal tied to the thread that started them.
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("kubechaos: cannot start the async runtime: {e}");
-            return exit::ENVIRONMENT;
-        }
+        Err(code) => return code,
     };
     let spec = Spec {
         nodes: args.nodes,
@@ -618,15 +624,9 @@ fn agent_cmd(args: &AgentArgs) -> i32 {
         .identity
         .clone()
         .unwrap_or_else(|| format!("{hostname}_{:08x}", nanos as u32 ^ std::process::id()));
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("kubechaos agent: cannot start the async runtime: {e}");
-            return exit::ENVIRONMENT;
-        }
+        Err(code) => return code,
     };
     rt.block_on(async {
         // client-go bounds leader-election requests by the renew deadline; 5s keeps each try
@@ -676,15 +676,9 @@ fn cluster_status() -> i32 {
         println!("no local control plane on this machine (start one with `kubechaos cluster up`)");
         return exit::HELD;
     }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("kubechaos: cannot start the async runtime: {e}");
-            return exit::ENVIRONMENT;
-        }
+        Err(code) => return code,
     };
     for (dir, r) in runs {
         let state = if r.alive() {

@@ -6,9 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
+use common::{play_scenario, repo};
 
 /// A copy of a shipped agent scenario with every agent in `mode`.
 fn with_mode(scenario: &str, mode: &str) -> (tempfile::TempDir, PathBuf) {
@@ -31,20 +30,7 @@ fn with_mode(scenario: &str, mode: &str) -> (tempfile::TempDir, PathBuf) {
 /// Play it; the exit code and everything printed.
 fn play(scenario: &str, mode: &str, backend: &str) -> (i32, String) {
     let (_dir, path) = with_mode(scenario, mode);
-    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .env("RUST_LOG", "off")
-        .arg("scenario")
-        .arg(&path)
-        .args(["--backend", backend])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    play_scenario(&path, backend, &[])
 }
 
 /// The correct agent passes; give-up and stuck-on-stop fail with a violation that names the
@@ -157,17 +143,8 @@ fn local_judges_your_own_client_go_program() {
         let path = dir.path().join("agent-api-restart.yaml");
         let command = format!("command: [{}, --mode, {mode}]", bin.display());
         std::fs::write(&path, text.replace("mode: correct", &command)).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-            .current_dir(repo())
-            .env("RUST_LOG", "off")
-            .arg("scenario")
-            .arg(&path)
-            .args(["--backend", "local"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(expected), "{mode}:\n{text}");
+        let (code, text) = play_scenario(&path, "local", &[]);
+        assert_eq!(code, expected, "{mode}:\n{text}");
         assert!(
             text.contains("PASS  single-leader default/agent-lock: never two leaders at once (")
                 && !text.contains("(0 leadership terms observed)"),

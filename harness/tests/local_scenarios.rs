@@ -9,14 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 mod common;
-use common::{processes_mentioning, wait_until_gone};
+use common::{play_scenario, processes_mentioning, repo, wait_until_gone};
 
 use kubechaos::events::read_jsonl;
 use kubechaos::invariants::judge;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The file of a shipped scenario or of a test fixture.
 fn file_of(scenario: &str) -> PathBuf {
@@ -32,19 +28,11 @@ fn file_of(scenario: &str) -> PathBuf {
 fn play(scenario: &str, backend: &str) -> (i32, Vec<(String, bool)>, String) {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("events.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .env("RUST_LOG", "off")
-        .args(["scenario", scenario, "--backend", backend, "--events"])
-        .arg(&events)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (code, text) = play_scenario(
+        Path::new(scenario),
+        backend,
+        &["--events".as_ref(), events.as_os_str()],
     );
-    let code = out.status.code().unwrap_or(-1);
     assert!(
         code == 0 || code == 1,
         "{scenario} on {backend} could not run (exit {code}):\n{text}"

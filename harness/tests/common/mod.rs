@@ -1,7 +1,34 @@
 //! Helpers shared by the tests that start real processes.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `kubechaos scenario SCENARIO --backend BACKEND EXTRA...` from the repository's root: the
+/// exit code, and stdout then stderr.
+pub fn play_scenario(scenario: &Path, backend: &str, extra: &[&std::ffi::OsStr]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .env("RUST_LOG", "off")
+        .arg("scenario")
+        .arg(scenario)
+        .args(["--backend", backend])
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
 
 /// Processes whose command line mentions `needle`.
 pub fn processes_mentioning(needle: &str) -> Vec<String> {
