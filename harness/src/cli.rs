@@ -70,6 +70,85 @@ enum Command {
         after_help = "Examples:\n  kubechaos agent --lease default/agent-lock\n  kubechaos agent --lease default/agent-lock --mode give-up --kubeconfig kind.yaml --context kind-chaos\n\nReports leadership as JSON lines on stdout ({\"event\":\"leading-started\",...}); logs go to stderr\n(RUST_LOG=info shows the elector). Runs until killed."
     )]
     Agent(AgentArgs),
+    /// Disaster recovery for a control plane that lost every scheduler or controller-manager:
+    /// run a workload's pod without either, or bind pending pods by hand. Works on any cluster.
+    #[command(subcommand)]
+    Recover(RecoverCommand),
+}
+
+/// Where the cluster is, as kubectl takes it.
+#[derive(Debug, clap::Args)]
+struct KubeArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// Namespace.
+    #[arg(short = 'n', long, default_value = "default")]
+    namespace: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum RecoverCommand {
+    /// Create a pod from a workload's pod template, pre-bound to a node with spec.nodeName, so
+    /// that neither a scheduler nor a controller-manager is needed to run it.
+    #[command(
+        after_help = "Examples:\n  kubechaos recover pod-from deployment/kube-scheduler -n kube-system --node cp-1\n  kubechaos recover pod-from deployment/kube-controller-manager -n kube-system --node cp-1 --cleanup\n  kubechaos recover pod-from ds/kube-proxy -n kube-system --node cp-1 --dry-run -o yaml\n\nKinds: deployment, daemonset, statefulset, replicaset, podtemplate. The pod is named\nNAME-recovery-XXXXX and labelled kubechaos.io/recovery-for=KIND.NAME; it keeps the template's labels\nexcept those the workload's selector uses, so the workload's controller does not adopt it.\nWith --cleanup it waits until the workload is available again and deletes the pod (exit 1 if\nthat does not happen within --timeout; the pod is then left running).\nExit codes: 0 done, 1 not available in time, 2 bad input (no such workload, node missing or\nnot Ready), 3 the cluster could not be reached."
+    )]
+    PodFrom(PodFromArgs),
+    /// Bind pending pods to a node with a Binding, as a scheduler would.
+    #[command(
+        after_help = "Examples:\n  kubechaos recover bind kube-scheduler-6d4f9c-abcde -n kube-system --node cp-1\n  kubechaos recover bind --all-pending -n kube-system -l component=kube-scheduler --node cp-1"
+    )]
+    Bind(BindArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PodFromArgs {
+    /// The workload, KIND/NAME (as kubectl names it: deployment/x, ds/x, sts/x, rs/x, podtemplate/x).
+    #[arg(value_name = "KIND/NAME")]
+    workload: String,
+    /// The node to run the pod on: it must exist and be Ready.
+    #[arg(long)]
+    node: String,
+    /// Print the pod instead of creating it.
+    #[arg(long)]
+    dry_run: bool,
+    /// Output format of --dry-run.
+    #[arg(short = 'o', long, default_value = "yaml", value_parser = ["yaml", "json"])]
+    output: String,
+    /// Wait until the workload is available again, then delete the recovery pod.
+    #[arg(long)]
+    cleanup: bool,
+    /// How long --cleanup waits.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    timeout: Duration,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct BindArgs {
+    /// The pending pod's name.
+    #[arg(
+        value_name = "POD",
+        required_unless_present = "all_pending",
+        conflicts_with = "all_pending"
+    )]
+    pod: Option<String>,
+    /// The node to bind to: it must exist and be Ready.
+    #[arg(long)]
+    node: String,
+    /// Bind every pending pod in the namespace (that matches -l).
+    #[arg(long)]
+    all_pending: bool,
+    /// Label selector for --all-pending, as kubectl -l takes it.
+    #[arg(short = 'l', long, default_value = "", requires = "all_pending")]
+    selector: String,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -108,8 +187,9 @@ enum ClusterCommand {
     /// Show the local control planes running on this machine (from `cluster up` or a scenario
     /// run): their kubeconfig, API readiness, lease holders and nodes.
     Status,
-    /// Stop local control planes: every running one, or the one in DIR. Also removes run
-    /// directories left by a kubechaos that was killed outright (unless they were kept).
+    /// Stop local control planes: every running `cluster up`, or the one in DIR (a scenario
+    /// run's too). Also removes run directories left by a kubechaos that was killed outright
+    /// (unless they were kept).
     #[command(
         after_help = "Examples:\n  kubechaos cluster down\n  kubechaos cluster down /tmp/kubechaos-Ab12Cd"
     )]
@@ -200,6 +280,8 @@ pub fn main() -> i32 {
         Command::Cluster(ClusterCommand::Status) => cluster_status(),
         Command::Cluster(ClusterCommand::Down { dir }) => cluster_down(dir.as_deref()),
         Command::Agent(args) => agent_cmd(&args),
+        Command::Recover(RecoverCommand::PodFrom(args)) => recover_pod_from(&args),
+        Command::Recover(RecoverCommand::Bind(args)) => recover_bind(&args),
         Command::Schema => {
             print!("{}", scenario::json_schema());
             exit::HELD
@@ -705,6 +787,18 @@ fn cluster_status() -> i32 {
             match client.request_text(req).await {
                 Ok(text) if text.trim() == "ok" => println!("  API: ready"),
                 Ok(text) => println!("  API: not ready ({})", text.trim()),
+                Err(kube::Error::Api(s)) => {
+                    println!(
+                        "  API: not ready (readyz answered {}: {})",
+                        s.code,
+                        s.message
+                            .lines()
+                            .filter(|l| l.starts_with("[-]"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                    return;
+                }
                 Err(e) => {
                     println!("  API: not reachable ({e})");
                     return;
@@ -761,6 +855,10 @@ fn cluster_down(only: Option<&Path>) -> i32 {
             return exit::BAD_INPUT;
         }
     }
+    if only.is_none() {
+        // Scenario runs stop themselves (Ctrl-C); without a DIR only `cluster up` is stopped.
+        runs.retain(|(_, r)| r.purpose == "cluster up" || !r.alive());
+    }
     let mut acted = false;
     for (dir, r) in runs {
         if r.alive() {
@@ -809,4 +907,155 @@ fn cluster_down(only: Option<&Path>) -> i32 {
         println!("no local control plane is running");
     }
     exit::HELD
+}
+
+fn recover_exit(e: &crate::recover::RecoverError) -> i32 {
+    eprintln!("kubechaos recover: {e}");
+    match e {
+        crate::recover::RecoverError::Refused(_) => exit::BAD_INPUT,
+        crate::recover::RecoverError::Cluster(_) => exit::ENVIRONMENT,
+    }
+}
+
+async fn recover_client(k: &KubeArgs) -> Result<kube::Client, i32> {
+    crate::kubeclient::client(
+        k.kubeconfig.as_deref(),
+        k.context.as_deref(),
+        Some(Duration::from_secs(10)),
+    )
+    .await
+    .map_err(|e| {
+        eprintln!("kubechaos recover: {e}");
+        exit::ENVIRONMENT
+    })
+}
+
+fn recover_pod_from(args: &PodFromArgs) -> i32 {
+    use crate::recover::{self, Workload};
+    let w = match Workload::parse(&args.kube.namespace, &args.workload) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("kubechaos recover: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    rt.block_on(async {
+        let client = match recover_client(&args.kube).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let obj = match recover::fetch(&client, &w).await {
+            Ok(o) => o,
+            Err(e) => return recover_exit(&e),
+        };
+        if args.cleanup && recover::availability(w.kind, &obj).is_none() {
+            eprintln!("kubechaos recover: --cleanup needs a workload that reports availability; a {} does not (expected a deployment, daemonset, statefulset or replicaset)", w.kind.name());
+            return exit::BAD_INPUT;
+        }
+        let pod = match recover::recovery_pod(&w, &obj, &args.node, &recover::suffix()) {
+            Ok(p) => p,
+            Err(e) => return recover_exit(&e),
+        };
+        if let Err(e) =
+            recover::check_node(&client, &args.node, recover::node_selector(w.kind, &obj).as_ref())
+                .await
+        {
+            return recover_exit(&e);
+        }
+        if args.dry_run {
+            let text = if args.output == "json" {
+                serde_json::to_string_pretty(&pod).expect("json") + "\n"
+            } else {
+                serde_saphyr::to_string(&pod).expect("yaml")
+            };
+            print!("{text}");
+            return exit::HELD;
+        }
+        let created = match recover::create(&client, &pod).await {
+            Ok(p) => p,
+            Err(e) => return recover_exit(&e),
+        };
+        let name = created.metadata.name.unwrap_or_default();
+        let ns = &w.namespace;
+        println!("pod/{name} created in {ns} from {w}'s template, bound to {}", args.node);
+        if !args.cleanup {
+            println!("delete it once {w} is available again: kubectl delete pod -n {ns} {name} (or use --cleanup)");
+            return exit::HELD;
+        }
+        let started = std::time::Instant::now();
+        let mut next_say = started;
+        loop {
+            let seen = match recover::fetch(&client, &w).await {
+                Ok(o) => recover::availability(w.kind, &o),
+                Err(_) => None,
+            };
+            if let Some((available, desired)) = seen {
+                if desired > 0 && available >= desired {
+                    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns);
+                    if let Err(e) = pods.delete(&name, &Default::default()).await {
+                        eprintln!("kubechaos recover: {w} is available again, but pod/{name} could not be deleted: {e}");
+                        return exit::ENVIRONMENT;
+                    }
+                    println!("{w} is available again ({available}/{desired}); deleted pod/{name}");
+                    return exit::HELD;
+                }
+                if std::time::Instant::now() >= next_say {
+                    eprintln!("waiting for {w} to be available: {available}/{desired} ({}s)", started.elapsed().as_secs());
+                    next_say += Duration::from_secs(10);
+                }
+            }
+            if started.elapsed() > args.timeout {
+                eprintln!("kubechaos recover: {w} was not available within {}; pod/{name} is left running", scenario::duration::human(args.timeout));
+                return exit::VIOLATED;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
+
+fn recover_bind(args: &BindArgs) -> i32 {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let ns = &args.kube.namespace;
+    rt.block_on(async {
+        let client = match recover_client(&args.kube).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        if let Err(e) = crate::recover::check_node(&client, &args.node, None).await {
+            return recover_exit(&e);
+        }
+        let pods = match &args.pod {
+            Some(p) => vec![p.clone()],
+            None => match crate::recover::pending(&client, ns, &args.selector).await {
+                Ok(p) => p,
+                Err(e) => return recover_exit(&e),
+            },
+        };
+        if pods.is_empty() {
+            println!(
+                "no pending pod in {ns}{}",
+                if args.selector.is_empty() {
+                    String::new()
+                } else {
+                    format!(" matching {}", args.selector)
+                }
+            );
+            return exit::HELD;
+        }
+        let mut code = exit::HELD;
+        for pod in pods {
+            match crate::recover::bind(&client, ns, &pod, &args.node).await {
+                Ok(()) => println!("pod/{pod} bound to {}", args.node),
+                Err(e) => code = code.max(recover_exit(&e)),
+            }
+        }
+        code
+    })
 }

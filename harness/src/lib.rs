@@ -19,6 +19,7 @@ pub mod invariants;
 pub mod kubeclient;
 pub mod observer;
 pub mod plan;
+pub mod recover;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 mod common;
 use common::{processes_mentioning, wait_until_gone};
@@ -311,4 +312,240 @@ fn cluster_status_shows_a_running_cluster_and_cluster_down_stops_it() {
         Some(2),
         "a directory that is gone is bad input"
     );
+}
+
+/// `kubechaos recover` against the real API server: a pod made from a Deployment's template,
+/// pre-bound and not adopted; `--dry-run`; `--cleanup` once the Deployment is available; Bindings
+/// for pending pods; and every refusal with its exit code.
+#[test]
+fn recover_runs_pods_without_a_scheduler_against_the_real_api_server() {
+    let cluster = up(&[
+        "--nodes",
+        "2",
+        "--schedulers",
+        "1",
+        "--controller-managers",
+        "1",
+    ]);
+    let dir = cluster.dir.clone();
+    let kubeconfig = dir.join("admin.kubeconfig");
+    let recover = |args: &[&str]| -> (i32, String, String) {
+        let out = kubechaos()
+            .arg("recover")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let pause = "--image=registry.k8s.io/pause:3.10";
+    kubectl(&dir, &["create", "deployment", "web", pause]);
+
+    let (code, out, err) = recover(&[
+        "pod-from",
+        "deployment/web",
+        "--node",
+        "node-0",
+        "--dry-run",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("nodeName: node-0")
+            && out.contains("kubechaos.io/recovery-for: deployment.web"),
+        "{out}"
+    );
+    let recovery_pods = || {
+        kubectl(
+            &dir,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "kubechaos.io/recovery-for",
+                "-o",
+                "name",
+            ],
+        )
+    };
+    assert_eq!(recovery_pods(), "", "--dry-run creates nothing");
+
+    let (code, out, err) = recover(&["pod-from", "deploy/web", "--node", "node-1"]);
+    assert_eq!(code, 0, "{err}");
+    let name = out
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.strip_prefix("pod/"))
+        .expect("it names the pod")
+        .to_owned();
+    let field = |pod: &str, path: &str| {
+        kubectl(
+            &dir,
+            &["get", "pod", pod, "-o", &format!("jsonpath={{{path}}}")],
+        )
+    };
+    assert_eq!(
+        field(&name, ".spec.nodeName"),
+        "node-1",
+        "bound without a scheduler"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        field(&name, ".metadata.ownerReferences"),
+        "",
+        "the ReplicaSet did not adopt it"
+    );
+
+    // --cleanup: waits for the Deployment to be available (its pod reported Ready, as a kubelet
+    // would), then deletes the recovery pod.
+    let waiting = kubechaos()
+        .args([
+            "recover",
+            "pod-from",
+            "deployment/web",
+            "--node",
+            "node-0",
+            "--cleanup",
+            "--timeout",
+            "90s",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let web = kubectl(
+        &dir,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ],
+    );
+    kubectl(
+        &dir,
+        &[
+            "patch",
+            "pod",
+            &web,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#,
+        ],
+    );
+    let done = waiting.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&done.stdout);
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        out.contains("deployment/web is available again (1/1); deleted pod/web-recovery-"),
+        "{out}"
+    );
+
+    // Bindings for pending pods (a scheduler nobody runs keeps them Pending).
+    for pod in ["pend-a", "pend-b"] {
+        kubectl(
+            &dir,
+            &[
+                "run",
+                pod,
+                pause,
+                "-l",
+                "hold=yes",
+                "--overrides",
+                r#"{"spec":{"schedulerName":"nobody"}}"#,
+            ],
+        );
+    }
+    let (code, out, err) = recover(&["bind", "pend-a", "--node", "node-0"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "pod/pend-a bound to node-0"),
+        "{err}"
+    );
+    let (code, out, err) = recover(&[
+        "bind",
+        "--all-pending",
+        "-l",
+        "hold=yes",
+        "--node",
+        "node-1",
+    ]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "pod/pend-b bound to node-1"),
+        "{err}"
+    );
+    assert_eq!(field("pend-b", ".spec.nodeName"), "node-1");
+
+    // Refusals: exit 2 with what was expected; an unreachable cluster is exit 3.
+    let unready = dir.join("unready-node.json");
+    std::fs::write(
+        &unready,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-x"}}"#,
+    )
+    .unwrap();
+    kubectl(&dir, &["create", "-f", unready.to_str().unwrap()]);
+    for (args, expected) in [
+        (
+            vec!["pod-from", "deployment/nope", "--node", "node-0"],
+            "deployment/nope not found in namespace default; expected an existing workload",
+        ),
+        (
+            vec!["pod-from", "deployment/web", "--node", "node-9"],
+            "node node-9 does not exist; expected a Ready node: node-0, node-1",
+        ),
+        (
+            vec!["pod-from", "deployment/web", "--node", "node-x"],
+            "node node-x is not Ready; expected a Ready node: node-0, node-1",
+        ),
+        (
+            vec!["pod-from", "job/web", "--node", "node-0"],
+            "`job` is not a workload with a pod template",
+        ),
+        (
+            vec!["bind", "pend-a", "--node", "node-1"],
+            "pod default/pend-a is already bound to node-0; expected a pending pod",
+        ),
+        (
+            vec!["bind", "ghost", "--node", "node-1"],
+            "pod default/ghost not found",
+        ),
+    ] {
+        let (code, _, err) = recover(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    let out = kubechaos()
+        .args([
+            "recover",
+            "bind",
+            "x",
+            "--node",
+            "n",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(cluster);
 }
