@@ -149,11 +149,14 @@ expect:
     assert!(cut.contains("-> api-server"), "{cut}");
 }
 
-/// The deployment and replicaset controllers, driven through the API on a small simulated
-/// cluster: a Deployment becomes one ReplicaSet and its pods, which the scheduler binds; a
-/// deleted pod is replaced.
-#[test]
-fn deployments_become_replicasets_become_bound_pods() {
+/// A simulation (20ms steps, 5 minutes) with a simulated API server on its own store, a
+/// recorder on the simulation's clock, and the clock the components use.
+fn sim_with_api_server() -> (
+    turmoil::Sim<'static>,
+    Recorder,
+    Arc<dyn Clock>,
+    Arc<Mutex<Store>>,
+) {
     let mut sim = turmoil::Builder::new()
         .tick_duration(Duration::from_millis(20))
         .simulation_duration(Duration::from_secs(300))
@@ -164,12 +167,22 @@ fn deployments_become_replicasets_become_bound_pods() {
             .unwrap_or(0)
     });
     let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
+    let store = Arc::new(Mutex::new(Store::default()));
     let api = Arc::new(ApiServer::new(
-        Arc::new(Mutex::new(Store::default())),
+        store.clone(),
         Arc::new(true.into()),
         clock.clone(),
     ));
     sim.host("api-server", move || api.clone().serve());
+    (sim, recorder, clock, store)
+}
+
+/// The deployment and replicaset controllers, driven through the API on a small simulated
+/// cluster: a Deployment becomes one ReplicaSet and its pods, which the scheduler binds; a
+/// deleted pod is replaced.
+#[test]
+fn deployments_become_replicasets_become_bound_pods() {
+    let (mut sim, recorder, clock, _) = sim_with_api_server();
     let p = Proc::new(
         "kube-controller-manager-0",
         recorder.clone(),
@@ -237,23 +250,7 @@ fn deployments_become_replicasets_become_bound_pods() {
 #[test]
 fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
     use kubechaos::observer::Observer;
-    let mut sim = turmoil::Builder::new()
-        .tick_duration(Duration::from_millis(20))
-        .simulation_duration(Duration::from_secs(300))
-        .build();
-    let recorder = Recorder::new(|| {
-        turmoil::sim_elapsed()
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
-    });
-    let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
-    let store = Arc::new(Mutex::new(Store::default()));
-    let api = Arc::new(ApiServer::new(
-        store.clone(),
-        Arc::new(true.into()),
-        clock.clone(),
-    ));
-    sim.host("api-server", move || api.clone().serve());
+    let (mut sim, recorder, _, store) = sim_with_api_server();
     let lease = |holder: &str| serde_json::json!({"metadata": {"name": "l", "namespace": "default"}, "spec": {"holderIdentity": holder}});
     store
         .lock()
