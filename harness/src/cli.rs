@@ -61,7 +61,7 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
-    /// The local control plane: build its upstream binaries, start it.
+    /// The local control plane: build its upstream binaries, start, inspect and stop it.
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// Run the reference agent: a leader-elected program whose leader-only modules start when
