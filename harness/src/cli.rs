@@ -42,7 +42,7 @@ pub struct Cli {
 enum Command {
     /// Play a scenario and judge its invariants.
     #[command(
-        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
+        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario delete-both --backend local\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
     )]
     Scenario(ScenarioArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).
@@ -95,7 +95,7 @@ enum RecoverCommand {
     /// Create a pod from a workload's pod template, pre-bound to a node with spec.nodeName, so
     /// that neither a scheduler nor a controller-manager is needed to run it.
     #[command(
-        after_help = "Examples:\n  kubechaos recover pod-from deployment/kube-scheduler -n kube-system --node cp-1\n  kubechaos recover pod-from deployment/kube-controller-manager -n kube-system --node cp-1 --cleanup\n  kubechaos recover pod-from ds/kube-proxy -n kube-system --node cp-1 --dry-run -o yaml\n\nKinds: deployment, daemonset, statefulset, replicaset, podtemplate. The pod is named\nNAME-recovery-XXXXX and labelled kubechaos.io/recovery-for=KIND.NAME; it keeps the template's labels\nexcept those the workload's selector uses, so the workload's controller does not adopt it.\nWith --cleanup it waits until the workload is available again and deletes the pod (exit 1 if\nthat does not happen within --timeout; the pod is then left running).\nExit codes: 0 done, 1 not available in time, 2 bad input (no such workload, node missing or\nnot Ready), 3 the cluster could not be reached."
+        after_help = "Examples:\n  kubechaos recover pod-from deployment/kube-scheduler -n kube-system --node cp-1\n  kubechaos recover pod-from deployment/kube-controller-manager -n kube-system --node cp-1 --cleanup\n  kubechaos recover pod-from ds/kube-proxy -n kube-system --node cp-1 --dry-run -o yaml\n\nKinds: deployment, daemonset, statefulset, replicaset, podtemplate. The pod is named\nNAME-recovery-XXXXX and labelled kubechaos.io/recovery-for=KIND.NAME; it keeps the template's labels\nexcept those the workload's selector uses, so the workload's controller does not adopt it.\nWith --cleanup it waits until the workload's own pods are Ready again (as many as it wants,\ncounted from its pods: its status is stale while no controller-manager runs) and deletes the\npod (exit 1 if that does not happen within --timeout; the pod is then left running).\nExit codes: 0 done, 1 not available in time, 2 bad input (no such workload, node missing or\nnot Ready), 3 the cluster could not be reached."
     )]
     PodFrom(PodFromArgs),
     /// Bind pending pods to a node with a Binding, as a scheduler would.
@@ -119,7 +119,7 @@ struct PodFromArgs {
     /// Output format of --dry-run.
     #[arg(short = 'o', long, default_value = "yaml", value_parser = ["yaml", "json"])]
     output: String,
-    /// Wait until the workload is available again, then delete the recovery pod.
+    /// Wait until the workload's own pods are Ready again, then delete the recovery pod.
     #[arg(long)]
     cleanup: bool,
     /// How long --cleanup waits.
@@ -948,24 +948,14 @@ fn recover_pod_from(args: &PodFromArgs) -> i32 {
             Ok(c) => c,
             Err(code) => return code,
         };
-        let obj = match recover::fetch(&client, &w).await {
-            Ok(o) => o,
-            Err(e) => return recover_exit(&e),
-        };
-        if args.cleanup && recover::availability(w.kind, &obj).is_none() {
-            eprintln!("kubechaos recover: --cleanup needs a workload that reports availability; a {} does not (expected a deployment, daemonset, statefulset or replicaset)", w.kind.name());
+        if args.cleanup && w.kind == recover::Kind::PodTemplate {
+            eprintln!("kubechaos recover: --cleanup needs a workload that reports availability; a podtemplate does not (expected a deployment, daemonset, statefulset or replicaset)");
             return exit::BAD_INPUT;
         }
-        let pod = match recover::recovery_pod(&w, &obj, &args.node, &recover::suffix()) {
-            Ok(p) => p,
+        let pod = match recover::prepare(&client, &w, &args.node, &recover::suffix()).await {
+            Ok((_, pod)) => pod,
             Err(e) => return recover_exit(&e),
         };
-        if let Err(e) =
-            recover::check_node(&client, &args.node, recover::node_selector(w.kind, &obj).as_ref())
-                .await
-        {
-            return recover_exit(&e);
-        }
         if args.dry_run {
             let text = if args.output == "json" {
                 serde_json::to_string_pretty(&pod).expect("json") + "\n"
@@ -989,10 +979,7 @@ fn recover_pod_from(args: &PodFromArgs) -> i32 {
         let started = std::time::Instant::now();
         let mut next_say = started;
         loop {
-            let seen = match recover::fetch(&client, &w).await {
-                Ok(o) => recover::availability(w.kind, &o),
-                Err(_) => None,
-            };
+            let seen = recover::ready_replicas(&client, &w).await.ok().flatten();
             if let Some((available, desired)) = seen {
                 if desired > 0 && available >= desired {
                     let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns);
@@ -1000,7 +987,7 @@ fn recover_pod_from(args: &PodFromArgs) -> i32 {
                         eprintln!("kubechaos recover: {w} is available again, but pod/{name} could not be deleted: {e}");
                         return exit::ENVIRONMENT;
                     }
-                    println!("{w} is available again ({available}/{desired}); deleted pod/{name}");
+                    println!("{w} has its pods Ready again ({available}/{desired}); deleted pod/{name}");
                     return exit::HELD;
                 }
                 if std::time::Instant::now() >= next_say {

@@ -1,32 +1,250 @@
-//! A fake node, as KWOK plays one: it registers a Node with Ready=True and renews its Lease in
-//! `kube-node-lease` every 10s (kubelet's default: a quarter of the 40s lease duration). When the
-//! Node's Ready condition is not True (the node lifecycle controller marked it Unknown while the
-//! node was cut off), it reports Ready=True again, as the kubelet's status update does.
-//! It reports room for 110 pods and runs none of them. The sim runs it over turmoil; the local
-//! backend against the real API server.
+//! A fake node, as KWOK plays one, with a node agent that plays the kubelet for the pods bound
+//! to it:
+//! - it registers a Node with Ready=True and renews its Lease in `kube-node-lease` every 10s
+//!   (kubelet's default: a quarter of the 40s lease duration). When the Node's Ready condition is
+//!   not True (the node lifecycle controller marked it Unknown while the node was cut off), it
+//!   reports Ready=True again, as the kubelet's status update does. It reports room for 110 pods.
+//! - every second it looks at the pods bound to it (`spec.nodeName`). A pod whose container uses
+//!   a known control-plane image ([`crate::selfhosted::component_of_image`]) is run, through
+//!   [`Containers`], as that component's process with the container's arguments; the pod is
+//!   reported Running, and Ready while its process runs. A process that exits is restarted with
+//!   the kubelet's back-off (`restartPolicy: Always`), counted in `restartCount`. Other pods run
+//!   nothing and are reported Running and Ready, as KWOK does.
+//! - a pod being deleted (`deletionTimestamp`) has its process stopped (SIGTERM, as the kubelet)
+//!   and is then deleted for good (grace period 0): the kubelet's confirmation that the API
+//!   server waits for. A pod that is gone has its process stopped.
+//!
+//! The sim runs it over turmoil (pods' processes are tasks of the node's host, so they share its
+//! network); the local backend against the real API server (pods' processes are real binaries).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
+use crate::backend::driver::{backoff, BACKOFF_RESET};
 use crate::clock::Clock;
+use crate::scenario::Component;
+use crate::selfhosted::component_of_image;
 
 /// Interval between lease renewals (kubelet default).
 pub const RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// `leaseDurationSeconds` of node leases (kubelet default).
 pub const LEASE_SECONDS: i32 = 40;
 
-/// Heartbeat as node `name` until the future is dropped.
-pub async fn run(client: kube::Client, name: &str, clock: &dyn Clock) {
+/// How often the node agent looks at its pods.
+pub const POD_SYNC: Duration = Duration::from_secs(1);
+
+/// Where a node agent runs containers: tasks on the sim, child processes on the local backend.
+/// Containers are named by their pod (`NAMESPACE/NAME`); their process is named by the pod's
+/// name, so that the Lease identity (`hostname_x`, and a pod's hostname is its name) says which
+/// pod leads.
+pub trait Containers: Send + Sync {
+    /// Start the process of pod `pod` (`NAMESPACE/NAME`) on node `node`: `component` with
+    /// `args`. An error means it did not start (the agent retries after the back-off).
+    fn start(
+        &self,
+        node: &str,
+        pod: &str,
+        component: Component,
+        args: &[String],
+    ) -> Result<(), String>;
+    /// Stop the process of pod `pod` (gracefully); its exit is recorded as `reason`.
+    fn stop(&self, pod: &str, reason: &str);
+    /// Whether the process of pod `pod` runs.
+    fn running(&self, pod: &str) -> bool;
+}
+
+/// A node that runs no containers (nothing bound to it uses a control-plane image).
+pub struct NoContainers;
+impl Containers for NoContainers {
+    fn start(&self, _: &str, pod: &str, c: Component, _: &[String]) -> Result<(), String> {
+        Err(format!("this node cannot run {} for {pod}", c.name()))
+    }
+    fn stop(&self, _: &str, _: &str) {}
+    fn running(&self, _: &str) -> bool {
+        false
+    }
+}
+
+/// What the node agent remembers about a container it runs.
+#[derive(Default)]
+struct Container {
+    restarts: i32,
+    /// It was started and has not been seen to exit.
+    up: bool,
+    started: Option<tokio::time::Instant>,
+    /// Not before this (restart back-off).
+    next_start: Option<tokio::time::Instant>,
+}
+
+/// Heartbeat as node `name` and run its pods until the future is dropped.
+pub async fn run(client: kube::Client, name: &str, clock: &dyn Clock, containers: &dyn Containers) {
+    let mut pods: BTreeMap<String, Container> = BTreeMap::new();
+    let mut next_heartbeat = tokio::time::Instant::now();
     loop {
-        if let Err(e) = heartbeat(&client, name, clock).await {
-            tracing::debug!(node = %name, error = %e, "heartbeat failed");
+        if tokio::time::Instant::now() >= next_heartbeat {
+            if let Err(e) = heartbeat(&client, name, clock).await {
+                tracing::debug!(node = %name, error = %e, "heartbeat failed");
+            }
+            next_heartbeat += RENEW_INTERVAL;
         }
-        tokio::time::sleep(RENEW_INTERVAL).await;
+        if let Err(e) = sync_pods(&client, name, containers, &mut pods).await {
+            tracing::debug!(node = %name, error = %e, "pod sync failed");
+        }
+        tokio::time::sleep(POD_SYNC).await;
+    }
+}
+
+/// One look at the pods bound to node `node` (see the module docs).
+async fn sync_pods(
+    client: &kube::Client,
+    node: &str,
+    containers: &dyn Containers,
+    state: &mut BTreeMap<String, Container>,
+) -> Result<(), kube::Error> {
+    let all = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
+    let now = tokio::time::Instant::now();
+    let mut present = BTreeSet::new();
+    for pod in all
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let key = format!("{ns}/{name}");
+        let api = Api::<Pod>::namespaced(client.clone(), &ns);
+        if pod.metadata.deletion_timestamp.is_some() {
+            if state.remove(&key).is_some() && containers.running(&key) {
+                containers.stop(&key, "pod deleted: container stopped by its node");
+            }
+            let _ = api
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await;
+            continue;
+        }
+        present.insert(key.clone());
+        let container = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .cloned()
+            .unwrap_or_default();
+        let component = container.image.as_deref().and_then(component_of_image);
+        let (ready, restarts) = match component {
+            None => (true, 0),
+            Some(c) => {
+                let st = state.entry(key.clone()).or_default();
+                if st.up && !containers.running(&key) {
+                    // It exited by itself: the kubelet restarts it after a back-off.
+                    st.up = false;
+                    if st.started.is_some_and(|s| now - s >= BACKOFF_RESET) {
+                        st.restarts = 0;
+                    }
+                    st.next_start = Some(now + backoff(st.restarts as u32));
+                    st.restarts += 1;
+                }
+                if !st.up && st.next_start.is_none_or(|t| now >= t) {
+                    let mut argv = container.command.clone().unwrap_or_default();
+                    argv.extend(container.args.clone().unwrap_or_default());
+                    // The command names the binary; the node runs the component's own.
+                    let args: Vec<String> = argv.into_iter().skip(1).collect();
+                    match containers.start(node, &key, c, &args) {
+                        Ok(()) => {
+                            st.up = true;
+                            st.started = Some(now);
+                        }
+                        Err(e) => {
+                            tracing::warn!(pod = %key, error = %e, "container did not start");
+                            st.next_start = Some(now + backoff(st.restarts as u32));
+                            st.restarts += 1;
+                        }
+                    }
+                }
+                (st.up && containers.running(&key), st.restarts)
+            }
+        };
+        report_status(&api, pod, ready, restarts).await;
+    }
+    let gone: Vec<String> = state
+        .keys()
+        .filter(|k| !present.contains(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        state.remove(&key);
+        if containers.running(&key) {
+            containers.stop(&key, "pod deleted: container stopped by its node");
+        }
+    }
+    Ok(())
+}
+
+/// Report a pod Running, Ready or not, when its status says otherwise.
+async fn report_status(api: &Api<Pod>, pod: &Pod, ready: bool, restarts: i32) {
+    let status = pod.status.clone().unwrap_or_default();
+    let said_ready = status
+        .conditions
+        .as_ref()
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status == "True");
+    let said_restarts = status
+        .container_statuses
+        .as_ref()
+        .and_then(|cs| cs.first())
+        .map(|c| c.restart_count);
+    if status.phase.as_deref() == Some("Running")
+        && said_ready == Some(ready)
+        && said_restarts.unwrap_or(0) == restarts
+    {
+        return;
+    }
+    let container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .cloned()
+        .unwrap_or_default();
+    let flag = if ready { "True" } else { "False" };
+    let start = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let mut p = pod.clone();
+    p.status = Some(
+        serde_json::from_value(json!({
+            "phase": "Running",
+            "startTime": start,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": flag},
+                {"type": "Ready", "status": flag},
+            ],
+            "containerStatuses": [{
+                "name": container.name,
+                "image": container.image.unwrap_or_default(),
+                "imageID": "",
+                "ready": ready,
+                "restartCount": restarts,
+                "started": ready,
+                "state": if ready { json!({"running": {}}) } else { json!({"waiting": {"reason": "CrashLoopBackOff"}}) },
+            }],
+        }))
+        .expect("pod status shape"),
+    );
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    if let Err(e) = api.replace_status(&name, &PostParams::default(), &p).await {
+        tracing::debug!(pod = %name, error = %e, "pod status not reported");
     }
 }
 

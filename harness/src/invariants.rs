@@ -91,6 +91,29 @@ impl<'a> Timeline<'a> {
         }
     }
 
+    /// The processes that compete for a lease: the scenario's replicas, or for a self-hosted
+    /// component every pod of it that ran (its name starts with the component's).
+    fn candidates(&self, s: &Scenario, lease: &LeaseRef) -> Vec<String> {
+        let component = crate::scenario::Component::ALL
+            .into_iter()
+            .find(|c| &c.lease() == lease);
+        match component {
+            Some(c) if s.cluster.self_hosted => {
+                let prefix = format!("{}-", c.name());
+                let mut out: Vec<String> = Vec::new();
+                for e in self.events {
+                    if let EventKind::ProcessStarted { process, .. } = &e.kind {
+                        if process.starts_with(&prefix) && !out.contains(process) {
+                            out.push(process.clone());
+                        }
+                    }
+                }
+                out
+            }
+            _ => s.candidates(lease),
+        }
+    }
+
     /// Candidate processes running at `t`.
     fn running(&self, candidates: &[String], t: u64) -> Vec<String> {
         candidates
@@ -198,7 +221,7 @@ fn leader_reacquired(
             }
         }
     }
-    let candidates = s.candidates(lease);
+    let candidates = tl.candidates(s, lease);
     let alive = tl.running(&candidates, deadline);
     let seen = match last {
         None => "the lease was never observed".to_owned(),
@@ -375,13 +398,14 @@ fn available(
         if d != deployment || e.t_ms > deadline {
             continue;
         }
-        last = Some((*available, *desired));
+        last = Some((*available, *desired, e.t_ms));
         if e.t_ms >= anchor && *desired > 0 && available >= desired {
             return (true, format!("{deployment} had {available}/{desired} replicas available {} after the anchor at {} (limit {})", human(std::time::Duration::from_millis(e.t_ms - anchor)), fmt_ms(anchor), human(within)));
         }
     }
     let seen = match last {
-        Some((a, d)) => format!("last seen {a}/{d} available"),
+        Some((a, d, t)) if t < anchor => format!("last seen {a}/{d} available at {}, before the anchor, and its status was not updated after it (no controller-manager updated it?)", fmt_ms(t)),
+        Some((a, d, t)) => format!("last seen {a}/{d} available at {}", fmt_ms(t)),
         None => "the Deployment was never observed".into(),
     };
     (false, format!("{deployment} was not fully available within {} of the anchor at {} (deadline {}): {seen}", human(within), fmt_ms(anchor), fmt_ms(deadline)))

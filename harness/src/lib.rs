@@ -24,3 +24,4 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod selector;
+pub mod selfhosted;

@@ -23,9 +23,13 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::events::{EventKind, Recorder};
+use crate::recover::{self, RecoverError, Workload};
 
 /// How long the observer waits before it tries the API server again.
 pub const RETRY: Duration = Duration::from_secs(1);
+/// How long `delete-pods` waits for the deleted pods to be gone (kubectl's default grace period
+/// and then some).
+pub const DELETE_WAIT: Duration = Duration::from_secs(60);
 /// Namespace of probe pods.
 pub const PROBE_NAMESPACE: &str = "kubechaos";
 
@@ -44,6 +48,41 @@ pub enum Command {
         /// Label selector.
         selector: String,
     },
+    /// The `recover` step `step`: create a pod from a workload's template, pre-bound to a node.
+    Recover {
+        /// Index in `faults:` (names the pod: `NAME-recovery-STEP`).
+        step: usize,
+        /// `NAMESPACE/KIND/NAME`.
+        pod_from: String,
+        /// The node.
+        node: String,
+        /// Delete the pod once the workload is available again.
+        cleanup: bool,
+    },
+    /// Delete recovery pod `pod` once `workload` is available again.
+    Cleanup {
+        /// The workload.
+        workload: Workload,
+        /// The recovery pod's name (in the workload's namespace).
+        pod: String,
+    },
+    /// The `bind` step: POST a Binding for a pending pod.
+    Bind {
+        /// `NAMESPACE/NAME`.
+        pod: String,
+        /// The node.
+        node: String,
+    },
+}
+
+/// What became of a command.
+enum Outcome {
+    /// Carried out (or refused for good, which the timeline says).
+    Done,
+    /// The API server did not answer: try again in a second.
+    Retry,
+    /// Carried out; this command follows (it is tried from the next second on).
+    Then(Command),
 }
 
 /// Whether the API server answered lately, shared by the observer's watches so that losing it
@@ -130,8 +169,10 @@ impl Observer {
             }
             let mut still = Vec::new();
             for c in pending.drain(..) {
-                if !self.execute(client, &c).await {
-                    still.push(c);
+                match self.execute(client, &c).await {
+                    Outcome::Done => {}
+                    Outcome::Retry => still.push(c),
+                    Outcome::Then(next) => still.push(next),
                 }
             }
             pending = still;
@@ -227,8 +268,16 @@ impl Observer {
         }
     }
 
-    /// Carry out a command; false when it must be retried (the API server did not answer).
-    async fn execute(&self, client: &kube::Client, c: &Command) -> bool {
+    /// Say something in the timeline, as the harness.
+    fn note(&self, message: String) {
+        self.recorder.record(EventKind::ProcessNote {
+            process: "kubechaos".into(),
+            message,
+        });
+    }
+
+    /// Carry out a command.
+    async fn execute(&self, client: &kube::Client, c: &Command) -> Outcome {
         match c {
             Command::Probe { invariant } => {
                 let name = format!("probe-{invariant}");
@@ -246,11 +295,11 @@ impl Observer {
                             invariant: *invariant,
                             pod: format!("{PROBE_NAMESPACE}/{name}"),
                         });
-                        true
+                        Outcome::Done
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "probe pod not created yet");
-                        false
+                        Outcome::Retry
                     }
                 }
             }
@@ -258,20 +307,137 @@ impl Observer {
                 namespace,
                 selector,
             } => {
+                // As `kubectl delete pods -l SELECTOR` does: delete, then wait until they are
+                // gone (their kubelet stopped their containers and confirmed), so that what
+                // follows in the plan sees them gone.
                 let api = Api::<Pod>::namespaced(client.clone(), namespace);
-                match api.list(&ListParams::default().labels(selector)).await {
-                    Ok(list) => {
-                        for p in list.items {
-                            let _ = api
-                                .delete(
-                                    p.metadata.name.as_deref().unwrap_or_default(),
-                                    &DeleteParams::default(),
-                                )
-                                .await;
-                        }
-                        true
+                let params = ListParams::default().labels(selector);
+                let names: Vec<String> = match api.list(&params).await {
+                    Ok(list) => list
+                        .items
+                        .into_iter()
+                        .filter_map(|p| p.metadata.name)
+                        .collect(),
+                    Err(_) => return Outcome::Retry,
+                };
+                for name in &names {
+                    let _ = api.delete(name, &DeleteParams::default()).await;
+                }
+                let started = tokio::time::Instant::now();
+                loop {
+                    let left: Vec<String> = match api.list(&params).await {
+                        Ok(list) => list
+                            .items
+                            .into_iter()
+                            .filter_map(|p| p.metadata.name)
+                            .filter(|n| names.contains(n))
+                            .collect(),
+                        Err(_) => names.clone(),
+                    };
+                    if left.is_empty() {
+                        self.note(format!(
+                            "delete-pods: {} pod(s) deleted and gone after {:.1}s: {}",
+                            names.len(),
+                            started.elapsed().as_secs_f64(),
+                            if names.is_empty() {
+                                "none matched".to_owned()
+                            } else {
+                                names.join(", ")
+                            }
+                        ));
+                        return Outcome::Done;
                     }
-                    Err(_) => false,
+                    if started.elapsed() >= DELETE_WAIT {
+                        self.note(format!(
+                            "delete-pods: still terminating after {}s: {}",
+                            DELETE_WAIT.as_secs(),
+                            left.join(", ")
+                        ));
+                        return Outcome::Done;
+                    }
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+            Command::Recover {
+                step,
+                pod_from,
+                node,
+                cleanup,
+            } => {
+                let (ns, kind_name) = pod_from.split_once('/').unwrap_or(("", pod_from));
+                let w = match Workload::parse(ns, kind_name) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        self.note(format!("recover: {e}"));
+                        return Outcome::Done;
+                    }
+                };
+                let name = format!("{}-recovery-{step}", w.name);
+                let pods = Api::<Pod>::namespaced(client.clone(), ns);
+                let made = match recover::prepare(client, &w, node, &step.to_string()).await {
+                    Ok((_, pod)) => recover::create(client, &pod).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                match made {
+                    Ok(()) => {}
+                    Err(RecoverError::Refused(e)) => {
+                        self.note(format!("recover: refused: {e}"));
+                        return Outcome::Done;
+                    }
+                    // Created by an earlier try whose answer was lost?
+                    Err(RecoverError::Cluster(_))
+                        if pods.get_opt(&name).await.ok().flatten().is_some() => {}
+                    Err(RecoverError::Cluster(e)) => {
+                        tracing::debug!(error = %e, "recovery pod not created yet");
+                        return Outcome::Retry;
+                    }
+                }
+                self.note(format!(
+                    "recover: created pod {ns}/{name} from {w}'s template, bound to {node}"
+                ));
+                if *cleanup {
+                    Outcome::Then(Command::Cleanup {
+                        workload: w,
+                        pod: name,
+                    })
+                } else {
+                    Outcome::Done
+                }
+            }
+            Command::Cleanup { workload, pod } => {
+                let seen = recover::ready_replicas(client, workload)
+                    .await
+                    .ok()
+                    .flatten();
+                let Some((available, desired)) = seen.filter(|(a, d)| *d > 0 && a >= d) else {
+                    return Outcome::Retry;
+                };
+                let ns = &workload.namespace;
+                match Api::<Pod>::namespaced(client.clone(), ns)
+                    .delete(pod, &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(_) => return Outcome::Retry,
+                }
+                self.note(format!(
+                    "recover: {workload} has its pods Ready again ({available}/{desired}); deleted pod {ns}/{pod}"
+                ));
+                Outcome::Done
+            }
+            Command::Bind { pod, node } => {
+                let (ns, name) = pod.split_once('/').unwrap_or(("", pod));
+                match recover::bind(client, ns, name, node).await {
+                    Ok(()) => {
+                        self.note(format!("bind: bound pod {pod} to {node}"));
+                        Outcome::Done
+                    }
+                    Err(RecoverError::Refused(e)) => {
+                        self.note(format!("bind: refused: {e}"));
+                        Outcome::Done
+                    }
+                    Err(RecoverError::Cluster(_)) => Outcome::Retry,
                 }
             }
         }

@@ -344,6 +344,20 @@ pub fn node_selector(kind: Kind, obj: &Value) -> Option<Value> {
         .cloned()
 }
 
+/// Read workload `w`, build its recovery pod for `node` and check that the node can run it:
+/// everything [`create`] needs, touching nothing. Returns the workload object and the pod.
+pub async fn prepare(
+    client: &kube::Client,
+    w: &Workload,
+    node: &str,
+    suffix: &str,
+) -> Result<(Value, Pod), RecoverError> {
+    let obj = fetch(client, w).await?;
+    let pod = recovery_pod(w, &obj, node, suffix)?;
+    check_node(client, node, node_selector(w.kind, &obj).as_ref()).await?;
+    Ok((obj, pod))
+}
+
 /// Create the recovery pod.
 pub async fn create(client: &kube::Client, pod: &Pod) -> Result<Pod, RecoverError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -371,6 +385,55 @@ pub fn availability(kind: Kind, obj: &Value) -> Option<(u32, u32)> {
         )),
         Kind::PodTemplate => None,
     }
+}
+
+/// `(ready, desired)`: the workload's own pods (those its selector's `matchLabels` select, not
+/// being deleted) that are Ready, against the replicas it wants; None for a kind that wants no
+/// number (PodTemplate). Counted from the pods rather than read from the workload's status:
+/// with no controller-manager running, that status is stale (it still says what was available
+/// before the disaster), and a recovery pod deleted on its word leaves nothing running.
+pub async fn ready_replicas(
+    client: &kube::Client,
+    w: &Workload,
+) -> Result<Option<(u32, u32)>, RecoverError> {
+    let obj = fetch(client, w).await?;
+    let Some((_, desired)) = availability(w.kind, &obj) else {
+        return Ok(None);
+    };
+    let selector: Vec<String> = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return Ok(Some((0, desired)));
+    }
+    let pods = Api::<Pod>::namespaced(client.clone(), &w.namespace)
+        .list(&ListParams::default().labels(&selector.join(",")))
+        .await
+        .map_err(|e| cluster_error(&format!("cannot list the pods of {w}"), e))?;
+    let ready = pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            !p.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(RECOVERY_LABEL))
+        })
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .count() as u32;
+    Ok(Some((ready, desired)))
 }
 
 /// Bind a pending pod to a node with a `Binding` (what a scheduler does).

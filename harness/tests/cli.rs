@@ -37,16 +37,63 @@ fn api_restart_holds_on_the_sim_by_default() {
 
 #[test]
 fn every_shipped_scenario_holds() {
-    for name in [
-        "scheduler-leader-partition",
-        "controller-manager-crash",
-        "delete-all-schedulers",
-    ] {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("scenarios/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| f.strip_suffix(".yaml").map(str::to_owned))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 9, "shipped scenarios: {names:?}");
+    for name in names {
         kubechaos()
-            .args(["scenario", name])
+            .args(["scenario", &name])
             .assert()
             .code(0)
             .stdout(predicate::str::contains(" 0 violated"));
+    }
+}
+
+/// The disaster-recovery trap is real: without the recovery step (or with the scheduler
+/// recovered but not the controller-manager) the self-hosted cluster does not come back.
+#[test]
+fn the_self_hosted_traps_fail_without_their_recovery() {
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "trap-schedulers.yaml",
+            &[
+                "PASS  unschedulable",
+                "FAIL  schedulable: probe pod kubechaos/probe-1",
+                "no scheduler bound it",
+                "FAIL  available kube-system/kube-scheduler",
+            ],
+        ),
+        (
+            "trap-controller-managers.yaml",
+            &[
+                "FAIL  available kube-system/kube-controller-manager",
+                "FAIL  leader-reacquired kube-system/kube-controller-manager",
+                "no candidate was running",
+            ],
+        ),
+        (
+            "trap-both.yaml",
+            &[
+                "PASS  schedulable",
+                "FAIL  available kube-system/kube-controller-manager",
+                "FAIL  available kube-system/kube-scheduler",
+                "its status was not updated after it",
+            ],
+        ),
+    ];
+    for (file, expected) in cases {
+        let mut a = kubechaos()
+            .args(["scenario", &fixture(file)])
+            .assert()
+            .code(1);
+        for e in expected {
+            a = a.stdout(predicate::str::contains(*e));
+        }
     }
 }
 
@@ -159,7 +206,7 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
         .code(2)
         .stdout(predicate::str::is_empty())
         .stderr(predicate::str::contains(
-            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim backend",
+            "sim-unsupported.yaml:7:5: `recover.pod-from: kube-system/deployment/kube-scheduler`: the sim backend's cluster has Deployments only with `cluster.self-hosted: true`",
         ))
         .stderr(predicate::str::contains(
             "sim-unsupported.yaml:10:11: target `node/node-7`",
@@ -169,8 +216,29 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "sim-unsupported.yaml:7:5: `recover` is not yet supported by the sim backend",
+            "sim-unsupported.yaml:7:5: `recover.pod-from",
         ));
+    // A self-hosted cluster: its components are pods (no process to kill), it has only its
+    // components' Deployments, and only its nodes.
+    for backend in ["sim", "local"] {
+        kubechaos()
+            .args(["scenario", &fixture("self-hosted-unsupported.yaml"), "--backend", backend])
+            .assert()
+            .code(2)
+            .stdout(predicate::str::is_empty())
+            .stderr(predicate::str::contains(
+                "self-hosted-unsupported.yaml:10:11: target `kube-scheduler/leader`: in a self-hosted cluster kube-scheduler runs as the pods of deployment/kube-scheduler in kube-system, not as processes; expected `delete-pods: {namespace: kube-system, selector: component=kube-scheduler}`",
+            ))
+            .stderr(predicate::str::contains(format!(
+                "self-hosted-unsupported.yaml:11:5: `recover.pod-from: kube-system/deployment/kube-proxy`: the {backend} backend's cluster has kube-system/kube-scheduler and kube-system/kube-controller-manager; expected one of those"
+            )))
+            .stderr(predicate::str::contains(format!(
+                "self-hosted-unsupported.yaml:11:5: `recover` to node `node-5`: the {backend} backend's nodes are node-0 … node-1"
+            )))
+            .stderr(predicate::str::contains(
+                "self-hosted-unsupported.yaml:14:5: `available: {deployment: default/web}`",
+            ));
+    }
     kubechaos()
         .args(["scenario", "api-restart", "--backend", "kube"])
         .assert()

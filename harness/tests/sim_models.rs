@@ -208,7 +208,7 @@ fn deployments_become_replicasets_become_bound_pods() {
     sim.host("node-0", move || {
         let p = p.clone();
         async move {
-            node::run(p).await;
+            node::run(p, Default::default()).await;
             Ok(())
         }
     });

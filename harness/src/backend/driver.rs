@@ -337,7 +337,31 @@ impl<W: World> Driver<W> {
                 });
                 format!("pods in {} matching `{}`", d.namespace, d.selector)
             }
-            Action::Recover(_) | Action::Bind(_) => unreachable!("rejected by the backend's check"),
+            Action::Recover(r) => {
+                self.world.command(Command::Recover {
+                    step,
+                    pod_from: r.pod_from.clone(),
+                    node: r.node.clone(),
+                    cleanup: r.cleanup,
+                });
+                format!(
+                    "a pod from {}'s template, bound to {}{}",
+                    r.pod_from,
+                    r.node,
+                    if r.cleanup {
+                        "; deleted once the workload is available again"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            Action::Bind(b) => {
+                self.world.command(Command::Bind {
+                    pod: b.pod.clone(),
+                    node: b.node.clone(),
+                });
+                format!("a Binding of {} to {}", b.pod, b.node)
+            }
         }
     }
 

@@ -68,47 +68,94 @@ pub fn check(kind: BackendKind, s: &Scenario) -> Vec<(Pos, String)> {
     }
 }
 
-/// What the backends that build their own cluster (sim, local) cannot do yet, and node targets
-/// that their cluster does not have.
+/// What the backends that build their own cluster (sim, local) cannot do with a scenario:
+/// nodes, Deployments and workloads that their cluster does not have, and faults on
+/// self-hosted components that are pods rather than processes.
 fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
-    let later = "it comes with the disaster-recovery work";
     let mut problems = Vec::new();
-    if s.cluster.self_hosted {
-        problems.push((s.source.name_pos, format!("`cluster.self-hosted: true` is not yet supported by the {backend} backend ({later}); expected `self-hosted: false`")));
+    let nodes = match s.cluster.nodes {
+        0 => "none (cluster.nodes is 0)".to_owned(),
+        1 => "only node-0".to_owned(),
+        n => format!("node-0 … node-{}", n - 1),
+    };
+    let known_node = |name: &str| (0..s.cluster.nodes).any(|n| process_name("node", n) == name);
+    // The Deployments this cluster has: the self-hosted components'.
+    let deployments: Vec<String> = if s.cluster.self_hosted {
+        s.cluster
+            .components
+            .iter()
+            .filter(|(_, c)| c.replicas > 0)
+            .map(|(c, _)| format!("{}/{}", crate::selfhosted::NAMESPACE, c.name()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let expected_deployments = if deployments.is_empty() {
+        format!("the {backend} backend's cluster has Deployments only with `cluster.self-hosted: true` (the components' own)")
+    } else {
+        format!(
+            "the {backend} backend's cluster has {}",
+            deployments.join(" and ")
+        )
+    };
+    if s.cluster.self_hosted && s.cluster.nodes == 0 {
+        problems.push((s.source.name_pos, "`cluster.self-hosted: true` needs nodes to run the components' pods; expected `cluster.nodes` of 1 or more".to_owned()));
     }
     for step in &s.faults {
-        if let Action::Recover(_) | Action::Bind(_) = &step.action {
-            problems.push((
-                step.pos,
-                format!(
-                    "`{}` is not yet supported by the {backend} backend ({later})",
-                    step.action.key()
-                ),
-            ));
-        }
         for (i, t) in step.action.targets().into_iter().enumerate() {
-            if let Target::Node(name) = t {
-                let known = (0..s.cluster.nodes).any(|n| process_name("node", n) == *name);
-                if !known {
-                    let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
+            let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
+            match t {
+                Target::Node(name) if !known_node(name) => {
                     problems.push((pos, format!(
-                        "target `node/{name}`: the {backend} backend's nodes are {}; expected one of those",
-                        match s.cluster.nodes {
-                            0 => "none (cluster.nodes is 0)".to_owned(),
-                            1 => "only node-0".to_owned(),
-                            n => format!("node-0 … node-{}", n - 1),
-                        }
+                        "target `node/{name}`: the {backend} backend's nodes are {nodes}; expected one of those"
                     )));
                 }
+                Target::Component(c, _) if s.cluster.self_hosted => {
+                    problems.push((pos, format!(
+                        "target `{t}`: in a self-hosted cluster {0} runs as the pods of deployment/{0} in kube-system, not as processes; expected `delete-pods: {{namespace: kube-system, selector: component={0}}}`",
+                        c.name()
+                    )));
+                }
+                _ => {}
             }
+        }
+        let node = match &step.action {
+            Action::Recover(r) => {
+                let (ns, rest) = r.pod_from.split_once('/').unwrap_or(("", &r.pod_from));
+                let known = rest
+                    .split_once('/')
+                    .and_then(|(kind, name)| {
+                        (crate::recover::Kind::parse(kind)
+                            == Some(crate::recover::Kind::Deployment))
+                        .then(|| format!("{ns}/{name}"))
+                    })
+                    .is_some_and(|d| deployments.contains(&d));
+                if !known {
+                    problems.push((step.pos, format!(
+                        "`recover.pod-from: {}`: {expected_deployments}; expected one of those as NAMESPACE/deployment/NAME",
+                        r.pod_from
+                    )));
+                }
+                Some(&r.node)
+            }
+            Action::Bind(b) => Some(&b.node),
+            _ => None,
+        };
+        if let Some(node) = node.filter(|n| !known_node(n)) {
+            problems.push((step.pos, format!(
+                "`{}` to node `{node}`: the {backend} backend's nodes are {nodes}; expected one of those",
+                step.action.key()
+            )));
         }
     }
     for inv in &s.expect {
         if let Invariant::Available(a) = &inv.value {
-            problems.push((inv.pos, format!(
-                "`available: {{deployment: {}}}`: the {backend} backend's cluster has no Deployments without `self-hosted: true`, which is not supported yet ({later})",
-                a.deployment
-            )));
+            if !deployments.contains(&a.deployment.to_string()) {
+                problems.push((inv.pos, format!(
+                    "`available: {{deployment: {}}}`: {expected_deployments}; expected one of those",
+                    a.deployment
+                )));
+            }
         }
     }
     problems

@@ -573,7 +573,15 @@ impl LocalCluster {
                 name.to_owned(),
                 tokio::spawn(async move {
                     match client_for(&kubeconfig, Some(NODE_REQUEST_TIMEOUT)).await {
-                        Ok(client) => crate::fake_node::run(client, &node, &SystemClock).await,
+                        Ok(client) => {
+                            crate::fake_node::run(
+                                client,
+                                &node,
+                                &SystemClock,
+                                &crate::fake_node::NoContainers,
+                            )
+                            .await
+                        }
                         Err(e) => {
                             tracing::error!(node = %node, error = %e, "fake node cannot start")
                         }

@@ -241,7 +241,19 @@ impl ApiServer {
                     Err(e) => Err(StoreError::BadRequest(e)),
                 },
                 (&Method::DELETE, Some(n), None) => {
-                    store.delete(r, ns_str, n).map(|o| (StatusCode::OK, o))
+                    // DeleteOptions come as the body (kube-rs) or in the query.
+                    let grace = serde_json::from_slice::<Value>(body)
+                        .ok()
+                        .and_then(|b| b.get("gracePeriodSeconds").and_then(Value::as_i64))
+                        .or_else(|| {
+                            query
+                                .split('&')
+                                .find_map(|kv| kv.strip_prefix("gracePeriodSeconds=")?.parse().ok())
+                        });
+                    let now = self.clock.wall().to_string();
+                    store
+                        .delete(r, ns_str, n, grace, &now)
+                        .map(|o| (StatusCode::OK, o))
                 }
                 _ => {
                     return status(

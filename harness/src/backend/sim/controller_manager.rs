@@ -215,6 +215,7 @@ async fn sync_deployments(client: &kube::Client) -> Result<(), kube::Error> {
                 pods.items
                     .iter()
                     .filter(|p| owned_by(&p.metadata, &u) && pod_ready(p))
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
                     .count() as i32
             })
             .unwrap_or(0);
@@ -261,6 +262,9 @@ async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
             .items
             .iter()
             .filter(|p| owned_by(&p.metadata, &uid))
+            // Active pods only, as upstream's `controller.FilterActivePods`: a terminating pod
+            // is replaced at once.
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
         owned.sort_by_key(|p| p.metadata.name.clone());
         let api = Api::<Pod>::namespaced(client.clone(), &ns);

@@ -19,7 +19,7 @@ pub mod process;
 pub mod scheduler;
 pub mod store;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -155,12 +155,16 @@ impl World for SimWorld<'_> {
 
 /// Play a validated scenario's plan on a fresh simulated cluster. Returns the recorded timeline.
 pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, BackendError> {
+    // Virtual milliseconds: now (as the driver last saw it), and when time zero of the run was
+    // (after the bootstrap of a self-hosted control plane; otherwise the start).
     let now_ms = Arc::new(AtomicU64::new(0));
-    let driver_now = now_ms.clone();
+    let zero_ms = Arc::new(AtomicU64::new(0));
+    let (driver_now, zero) = (now_ms.clone(), zero_ms.clone());
     let recorder = Recorder::new(move || {
         turmoil::sim_elapsed()
             .map(|d| d.as_millis() as u64)
             .unwrap_or_else(|| driver_now.load(Ordering::SeqCst))
+            .saturating_sub(zero.load(Ordering::SeqCst))
     });
     recorder.record_at(
         0,
@@ -215,18 +219,27 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     });
     names.push(net::API_HOST.to_owned());
 
+    let pod_procs = node::PodProcs::default();
     for i in 0..s.cluster.nodes {
         let p = proc_of(&process_name("node", i));
         names.push(p.name.clone());
+        let pod_procs = pod_procs.clone();
         sim.host(p.name.clone(), move || {
             let p = p.clone();
+            let pod_procs = pod_procs.clone();
             async move {
-                node::run(p).await;
+                node::run(p, pod_procs).await;
                 Ok(())
             }
         });
     }
-    for (component, spec) in &s.cluster.components {
+    // Self-hosted: the components are pods of Deployments, run by the nodes (see `bootstrap`).
+    let static_components = if s.cluster.self_hosted {
+        BTreeMap::new()
+    } else {
+        s.cluster.components.clone()
+    };
+    for (component, spec) in &static_components {
         for i in 0..spec.replicas {
             let p = proc_of(&process_name(component.name(), i));
             names.push(p.name.clone());
@@ -275,6 +288,19 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
         }
     }
 
+    if s.cluster.self_hosted {
+        // Until the bootstrap ends, everything happens at time zero.
+        zero_ms.store(u64::MAX, Ordering::SeqCst);
+        let zero = bootstrap(&mut sim, s)?;
+        zero_ms.store(zero.as_millis() as u64, Ordering::SeqCst);
+    }
+    let zero = Duration::from_millis(zero_ms.load(Ordering::SeqCst));
+    let run_epoch = epoch()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(
+            zero.as_millis() as i64,
+        ))
+        .expect("epoch in range");
+
     let (tx, rx) = mpsc::unbounded_channel();
     let rx = std::cell::RefCell::new(Some(rx));
     let observer_recorder = recorder.clone();
@@ -291,7 +317,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
             .expect("the observer host is never restarted");
         let obs = Observer {
             recorder: observer_recorder.clone(),
-            epoch: epoch(),
+            epoch: run_epoch,
             watch_deployments,
             leases: leases.clone(),
             watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
@@ -314,8 +340,9 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let mut driver = Driver::new(world, recorder.clone(), names);
     let mut next = 0;
     loop {
-        let now = driver.world.sim.elapsed();
-        now_ms.store(now.as_millis() as u64, Ordering::SeqCst);
+        let elapsed = driver.world.sim.elapsed();
+        now_ms.store(elapsed.as_millis() as u64, Ordering::SeqCst);
+        let now = elapsed.saturating_sub(zero);
         while next < plan.actions.len() && plan.actions[next].at <= now {
             driver.apply(s, &plan.actions[next].kind, now);
             next += 1;
@@ -333,4 +360,44 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let end = plan.duration.as_millis() as u64;
     recorder.record_at(end, EventKind::RunEnded {});
     Ok(recorder.snapshot())
+}
+
+/// How long (virtual) the bootstrap of a self-hosted control plane may take.
+pub const BOOTSTRAP_LIMIT: Duration = Duration::from_secs(300);
+
+/// Bring up a self-hosted control plane ([`crate::selfhosted::bootstrap`]) from a `bootstrap`
+/// host, stepping the simulation until it is done. Returns the virtual time it ended: time zero
+/// of the run (what happened before is stamped zero, as on the local backend, whose time zero is
+/// the moment its cluster is ready).
+fn bootstrap(sim: &mut turmoil::Sim<'_>, s: &Scenario) -> Result<Duration, BackendError> {
+    let done: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    let result = done.clone();
+    let components: BTreeMap<crate::scenario::Component, u32> = s
+        .cluster
+        .components
+        .iter()
+        .map(|(c, spec)| (*c, spec.replicas))
+        .collect();
+    let nodes = s.cluster.nodes;
+    sim.host("bootstrap", move || {
+        let (result, components) = (result.clone(), components.clone());
+        async move {
+            let client = SimTransport::client(process::REQUEST_TIMEOUT);
+            let r =
+                crate::selfhosted::bootstrap(&client, &components, nodes, BOOTSTRAP_LIMIT, &|_| {})
+                    .await;
+            *result.lock().expect("bootstrap result") = Some(r);
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    loop {
+        if let Some(r) = done.lock().expect("bootstrap result").take() {
+            return r.map(|()| sim.elapsed()).map_err(|e| {
+                BackendError::Environment(format!("the simulated cluster did not start: {e}"))
+            });
+        }
+        sim.step()
+            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
+    }
 }

@@ -322,11 +322,40 @@ impl Store {
     }
 
     /// Delete.
-    pub fn delete(&mut self, r: &Resource, ns: &str, name: &str) -> Result<Value, StoreError> {
+    ///
+    /// Pods bound to a node are deleted gracefully, as upstream does (`pkg/registry/core/pod`
+    /// `CheckGracefulDelete`): the first delete sets `deletionTimestamp` (now, `now` being its RFC
+    /// 3339 text) and `deletionGracePeriodSeconds` (the request's `grace`, else 30s) and the pod
+    /// stays until a delete with grace 0 comes (the kubelet's, once its containers stopped).
+    /// Unbound pods and every other object go at once.
+    pub fn delete(
+        &mut self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        grace: Option<i64>,
+        now: &str,
+    ) -> Result<Value, StoreError> {
         let key = key(r, ns, name);
-        let mut obj = self.objects.remove(&key).ok_or_else(|| {
-            StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r)))
-        })?;
+        let not_found =
+            || StoreError::NotFound(format!("{}.{} \"{name}\" not found", r.plural, group(r)));
+        let obj = self.objects.get(&key).ok_or_else(not_found)?;
+        let bound = obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        if r.plural == "pods" && bound && grace != Some(0) {
+            let mut obj = obj.clone();
+            if obj.pointer("/metadata/deletionTimestamp").is_none() {
+                obj["metadata"]["deletionTimestamp"] = json!(now);
+                obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace.unwrap_or(30));
+                self.bump(&mut obj);
+                self.log(r, "MODIFIED", &obj);
+                self.objects.insert(key, obj.clone());
+            }
+            return Ok(obj);
+        }
+        let mut obj = self.objects.remove(&key).ok_or_else(not_found)?;
         self.bump(&mut obj);
         self.log(r, "DELETED", &obj);
         Ok(obj)
@@ -401,7 +430,8 @@ mod tests {
         let created = s.create(&LEASES, "ns", l, "t").unwrap();
         let after_create = s.revision();
         s.update(&LEASES, "ns", "l", created, false).unwrap();
-        s.delete(&LEASES, "ns", "l").unwrap();
+        s.delete(&LEASES, "ns", "l", None, "2026-01-01T00:00:00Z")
+            .unwrap();
         let kinds = |from| -> Vec<&str> {
             s.changes_since(&LEASES, Some("ns"), from)
                 .unwrap()
