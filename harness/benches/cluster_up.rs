@@ -28,6 +28,7 @@ fn main() {
         .into_iter()
         .collect(),
         agents: Vec::new(),
+        self_hosted: false,
         purpose: "cluster up".into(),
     };
     let mut ready = Vec::new();

@@ -211,6 +211,11 @@ struct UpArgs {
     /// kube-controller-manager replicas.
     #[arg(long, default_value_t = 2)]
     controller_managers: u32,
+    /// Run the scheduler and controller-manager as Deployments in kube-system, their pods run by
+    /// the fake nodes (bootstrapped through temporary pods, then handed over): a cluster to
+    /// break and recover by hand with `kubectl delete pods` and `kubechaos recover`.
+    #[arg(long)]
+    self_hosted: bool,
     /// Stop after this long (e.g. 30s) instead of waiting for Ctrl-C.
     #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
     for_: Option<Duration>,
@@ -532,6 +537,7 @@ fn cluster_up(args: &UpArgs) -> i32 {
         .filter(|(_, n)| *n > 0)
         .collect(),
         agents: Vec::new(),
+        self_hosted: args.self_hosted,
         purpose: "cluster up".into(),
     };
     rt.block_on(async {

@@ -57,18 +57,60 @@ pub trait Containers: Send + Sync {
     fn stop(&self, pod: &str, reason: &str);
     /// Whether the process of pod `pod` runs.
     fn running(&self, pod: &str) -> bool;
+    /// Whether the harness holds pod `pod`'s process down (a `remove` step): its node does not
+    /// start it until a `start` step lets it.
+    fn held(&self, pod: &str) -> bool;
 }
 
-/// A node that runs no containers (nothing bound to it uses a control-plane image).
-pub struct NoContainers;
-impl Containers for NoContainers {
-    fn start(&self, _: &str, pod: &str, c: Component, _: &[String]) -> Result<(), String> {
-        Err(format!("this node cannot run {} for {pod}", c.name()))
+/// What a `kill`, `remove` or `start` step does to a self-hosted component, whose processes
+/// are its pods' containers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerOp {
+    /// Stop the containers (SIGKILL); their nodes restart them with back-off, as after a crash.
+    Kill,
+    /// Stop the containers and keep them stopped (they are lost for good: a broken image, a
+    /// dead runtime); the pods stay, Running and not Ready.
+    Remove,
+    /// Let removed containers run again.
+    Start,
+}
+
+/// Which pods a [`ContainerOp`] touches: every known pod of component `c`, or only `only`.
+/// `known`: each pod (`NAMESPACE/NAME`) and its component; `held`: the pods held down.
+/// Returns (pods to stop, pods touched), and updates `held`.
+pub fn plan_op(
+    known: &BTreeMap<String, Component>,
+    held: &mut BTreeSet<String>,
+    running: impl Fn(&str) -> bool,
+    c: Component,
+    only: Option<&str>,
+    op: ContainerOp,
+) -> (Vec<String>, Vec<String>) {
+    let mine = known.iter().filter(|(pod, comp)| {
+        **comp == c && only.is_none_or(|o| pod.rsplit('/').next() == Some(o))
+    });
+    let mut stop = Vec::new();
+    let mut touched = Vec::new();
+    for (pod, _) in mine {
+        match op {
+            ContainerOp::Kill | ContainerOp::Remove => {
+                let was_running = running(pod);
+                let newly_held = op == ContainerOp::Remove && held.insert(pod.clone());
+                if was_running {
+                    stop.push(pod.clone());
+                }
+                if was_running || newly_held {
+                    touched.push(pod.clone());
+                }
+            }
+            ContainerOp::Start => {
+                if held.remove(pod) {
+                    touched.push(pod.clone());
+                }
+            }
+        }
     }
-    fn stop(&self, _: &str, _: &str) {}
-    fn running(&self, _: &str) -> bool {
-        false
-    }
+    (stop, touched)
 }
 
 /// What the node agent remembers about a container it runs.
@@ -122,7 +164,7 @@ async fn sync_pods(
         let key = format!("{ns}/{name}");
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
         if pod.metadata.deletion_timestamp.is_some() {
-            if state.remove(&key).is_some() && containers.running(&key) {
+            if state.remove(&key).is_some() {
                 containers.stop(&key, "pod deleted: container stopped by its node");
             }
             let _ = api
@@ -151,7 +193,7 @@ async fn sync_pods(
                     st.next_start = Some(now + backoff(st.restarts as u32));
                     st.restarts += 1;
                 }
-                if !st.up && st.next_start.is_none_or(|t| now >= t) {
+                if !st.up && !containers.held(&key) && st.next_start.is_none_or(|t| now >= t) {
                     let mut argv = container.command.clone().unwrap_or_default();
                     argv.extend(container.args.clone().unwrap_or_default());
                     // The command names the binary; the node runs the component's own.
@@ -180,9 +222,7 @@ async fn sync_pods(
         .collect();
     for key in gone {
         state.remove(&key);
-        if containers.running(&key) {
-            containers.stop(&key, "pod deleted: container stopped by its node");
-        }
+        containers.stop(&key, "pod deleted: container stopped by its node");
     }
     Ok(())
 }
@@ -324,4 +364,57 @@ pub async fn heartbeat(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_holds_every_pod_of_a_component_and_start_lets_them_go() {
+        let known = BTreeMap::from([
+            ("kube-system/s-a".to_owned(), Component::KubeScheduler),
+            ("kube-system/s-b".to_owned(), Component::KubeScheduler),
+            (
+                "kube-system/cm-a".to_owned(),
+                Component::KubeControllerManager,
+            ),
+        ]);
+        let mut held = BTreeSet::new();
+        let running = |p: &str| p != "kube-system/s-b";
+        let (stop, touched) = plan_op(
+            &known,
+            &mut held,
+            running,
+            Component::KubeScheduler,
+            None,
+            ContainerOp::Remove,
+        );
+        assert_eq!(stop, vec!["kube-system/s-a"]);
+        assert_eq!(touched, vec!["kube-system/s-a", "kube-system/s-b"]);
+        assert_eq!(held.len(), 2);
+        // Kill touches only what runs, holds nothing; `only` picks one pod by name.
+        let mut none = BTreeSet::new();
+        let (stop, _) = plan_op(
+            &known,
+            &mut none,
+            |_| true,
+            Component::KubeControllerManager,
+            Some("cm-a"),
+            ContainerOp::Kill,
+        );
+        assert_eq!(stop, vec!["kube-system/cm-a"]);
+        assert!(none.is_empty());
+        let (stop, touched) = plan_op(
+            &known,
+            &mut held,
+            running,
+            Component::KubeScheduler,
+            None,
+            ContainerOp::Start,
+        );
+        assert!(stop.is_empty());
+        assert_eq!(touched.len(), 2);
+        assert!(held.is_empty());
+    }
 }

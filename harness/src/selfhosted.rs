@@ -96,7 +96,6 @@ pub fn deployment(c: Component, replicas: u32) -> Deployment {
                 "metadata": {"labels": {"component": name, "tier": "control-plane"}},
                 "spec": {
                     "automountServiceAccountToken": false,
-                    "hostNetwork": true,
                     "containers": [{
                         "name": name,
                         "image": image(c),

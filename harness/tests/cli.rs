@@ -54,6 +54,23 @@ fn every_shipped_scenario_holds() {
     }
 }
 
+/// A `bind` step binds a pending pod as a scheduler would, and refuses a bound one.
+#[test]
+fn a_bind_step_binds_a_pending_pod() {
+    kubechaos()
+        .args(["scenario", &fixture("bind-step.yaml")])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "bind: bound pod kubechaos/probe-1 to node-1",
+        ))
+        .stdout(predicate::str::contains("kubechaos/probe-1 -> node-1"))
+        .stdout(predicate::str::contains(
+            "bind: refused: pod kubechaos/probe-1 is already bound to node-1",
+        ))
+        .stdout(predicate::str::contains("2 held, 0 violated"));
+}
+
 /// The disaster-recovery trap is real: without the recovery step (or with the scheduler
 /// recovered but not the controller-manager) the self-hosted cluster does not come back.
 #[test]
@@ -227,7 +244,7 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
             .code(2)
             .stdout(predicate::str::is_empty())
             .stderr(predicate::str::contains(
-                "self-hosted-unsupported.yaml:10:11: target `kube-scheduler/leader`: in a self-hosted cluster kube-scheduler runs as the pods of deployment/kube-scheduler in kube-system, not as processes; expected `delete-pods: {namespace: kube-system, selector: component=kube-scheduler}`",
+                "self-hosted-unsupported.yaml:10:11: target `kube-scheduler/1`: in a self-hosted cluster kube-scheduler runs as the pods of a Deployment in kube-system: its pods have no fixed replica numbers",
             ))
             .stderr(predicate::str::contains(format!(
                 "self-hosted-unsupported.yaml:11:5: `recover.pod-from: kube-system/deployment/kube-proxy`: the {backend} backend's cluster has kube-system/kube-scheduler and kube-system/kube-controller-manager; expected one of those"

@@ -101,8 +101,73 @@ fn controller_manager_crash_agrees() {
 }
 
 #[test]
-fn delete_all_schedulers_agrees() {
-    agree_and_pass("delete-all-schedulers");
+fn remove_all_schedulers_agrees() {
+    agree_and_pass("remove-all-schedulers");
+}
+
+/// The disaster-recovery scenarios on a self-hosted control plane: the real components run as
+/// pods of Deployments, started by the fake nodes' agent; the recovery pod brings them back, and
+/// is deleted once the Deployment's pods are Ready.
+fn recovers(scenario: &str, recovered: &[&str]) {
+    let (code, text) = agree(scenario);
+    assert_eq!(code, 0, "{scenario} failed on local:\n{text}");
+    assert!(
+        text.contains("self-hosted: the Deployments' pods hold the leases"),
+        "{text}"
+    );
+    for r in recovered {
+        assert!(
+            text.contains(&format!("recover: deployment/{r} has its pods Ready again"))
+                && text.contains(&format!("deleted pod kube-system/{r}-recovery-")),
+            "{scenario}: the recovery pod of {r} was not cleaned up:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn delete_all_schedulers_recovers_on_both() {
+    recovers("delete-all-schedulers", &["kube-scheduler"]);
+}
+
+#[test]
+fn delete_all_controller_managers_recovers_on_both() {
+    recovers(
+        "delete-all-controller-managers",
+        &["kube-controller-manager"],
+    );
+}
+
+#[test]
+fn delete_both_recovers_on_both() {
+    recovers(
+        "delete-both",
+        &["kube-controller-manager", "kube-scheduler"],
+    );
+}
+
+/// Without the recovery step the trap holds on real components too: the replacements stay
+/// Pending (schedulers), or are never made (controller-managers, or both with only a scheduler
+/// recovered).
+#[test]
+fn the_self_hosted_traps_are_violations_on_both() {
+    for (fixture, expected) in [
+        (
+            "trap-schedulers",
+            "FAIL  schedulable: probe pod kubechaos/probe-1",
+        ),
+        (
+            "trap-controller-managers",
+            "FAIL  available kube-system/kube-controller-manager",
+        ),
+        (
+            "trap-both",
+            "FAIL  available kube-system/kube-controller-manager",
+        ),
+    ] {
+        let (code, text) = agree(&format!("harness/tests/fixtures/{fixture}.yaml"));
+        assert_eq!(code, 1, "{text}");
+        assert!(text.contains(expected), "{fixture}: {text}");
+    }
 }
 
 #[test]

@@ -208,7 +208,13 @@ fn deployments_become_replicasets_become_bound_pods() {
     sim.host("node-0", move || {
         let p = p.clone();
         async move {
-            node::run(p, Default::default()).await;
+            node::run(
+                p,
+                std::sync::Arc::new(kubechaos::backend::sim::node::SimContainers::new(|_| {
+                    unreachable!("no pods run here")
+                })),
+            )
+            .await;
             Ok(())
         }
     });

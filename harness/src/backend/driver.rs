@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::events::{EventKind, Recorder};
+use crate::fake_node::ContainerOp;
 use crate::observer::Command;
 use crate::plan::{undo_of, PlannedKind};
 use crate::scenario::validate::process_name;
-use crate::scenario::{Action, LeaseRef, ProcessOp, Scenario, Selector, Target};
+use crate::scenario::{Action, Component, LeaseRef, ProcessOp, Scenario, Selector, Target};
 
 /// The API server's process name.
 pub const API_SERVER: &str = "api-server";
@@ -43,6 +44,9 @@ pub trait World {
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String>;
     /// Hand an API-level action to the observer.
     fn command(&mut self, c: Command);
+    /// A self-hosted component's processes are its pods' containers: carry out `op` on those of
+    /// component `c` (every pod, or only the pod named `only`). Returns the pods touched.
+    fn containers(&mut self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String>;
 }
 
 /// kubelet's container restart back-off (`pkg/kubelet`: 10s initial, doubling, at most 5 minutes).
@@ -233,7 +237,7 @@ impl<W: World> Driver<W> {
             }
             PlannedKind::Undo { step } => {
                 let f = &s.faults[*step];
-                let detail = self.undo(*step, &f.action, now);
+                let detail = self.undo(s, *step, &f.action, now);
                 let undo = undo_of(&f.action)
                     .map(|a| a.to_string())
                     .unwrap_or_default();
@@ -281,6 +285,19 @@ impl<W: World> Driver<W> {
                 }
                 self.resolved.insert(step, vec![name.to_owned()]);
                 describe(&touched, &format!("{name} was already in that state"))
+            }
+            Action::Kill(Target::Component(c, sel)) | Action::Remove(Target::Component(c, sel))
+                if s.cluster.self_hosted =>
+            {
+                let op = if matches!(action, Action::Remove(_)) {
+                    ContainerOp::Remove
+                } else {
+                    ContainerOp::Kill
+                };
+                self.pods(*c, *sel, op)
+            }
+            Action::Start(Target::Component(c, sel)) if s.cluster.self_hosted => {
+                self.pods(*c, *sel, ContainerOp::Start)
             }
             Action::Kill(t) | Action::Remove(t) => {
                 let hold = matches!(action, Action::Remove(_));
@@ -365,6 +382,24 @@ impl<W: World> Driver<W> {
         }
     }
 
+    /// `kill`, `remove` or `start` on a self-hosted component: its pods' containers.
+    fn pods(&mut self, c: Component, sel: Selector, op: ContainerOp) -> String {
+        let only = match sel {
+            Selector::Leader => match self.world.lease_holder(&c.lease()) {
+                Some(holder) => Some(holder),
+                None => return "no pod matched (no leader at the time)".into(),
+            },
+            // The backend's check allows only `all` and `leader` here.
+            Selector::All | Selector::Index(_) => None,
+        };
+        let touched = self.world.containers(c, only.as_deref(), op);
+        if touched.is_empty() {
+            "no pod's container was in that state".into()
+        } else {
+            touched.join(", ")
+        }
+    }
+
     /// Mend the cuts a step made (those no other active step also made). Returns the links, as
     /// `a <-> b` when both directions were mended and `a -> b` otherwise.
     fn heal_step(&mut self, step: usize) -> Vec<String> {
@@ -395,8 +430,11 @@ impl<W: World> Driver<W> {
         out
     }
 
-    fn undo(&mut self, step: usize, action: &Action, now: Duration) -> String {
+    fn undo(&mut self, s: &Scenario, step: usize, action: &Action, now: Duration) -> String {
         let touched: Vec<String> = match action {
+            Action::Remove(Target::Component(c, _)) if s.cluster.self_hosted => {
+                self.world.containers(*c, None, ContainerOp::Start)
+            }
             Action::Partition(_) => self.heal_step(step),
             Action::ApiServer(_) | Action::Etcd(_) | Action::Remove(_) => {
                 let names = self.resolved.get(&step).cloned().unwrap_or_default();

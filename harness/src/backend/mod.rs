@@ -110,11 +110,18 @@ fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
                         "target `node/{name}`: the {backend} backend's nodes are {nodes}; expected one of those"
                     )));
                 }
-                Target::Component(c, _) if s.cluster.self_hosted => {
-                    problems.push((pos, format!(
-                        "target `{t}`: in a self-hosted cluster {0} runs as the pods of deployment/{0} in kube-system, not as processes; expected `delete-pods: {{namespace: kube-system, selector: component={0}}}`",
-                        c.name()
-                    )));
+                Target::Component(c, sel) if s.cluster.self_hosted => {
+                    let what = match (&step.action, sel) {
+                        (Action::Partition(_), _) => Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)"),
+                        (_, crate::scenario::Selector::Index(_)) => Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`"),
+                        _ => None,
+                    };
+                    if let Some(what) = what {
+                        problems.push((pos, format!(
+                            "target `{t}`: in a self-hosted cluster {} runs as the pods of a Deployment in kube-system: {what}",
+                            c.name()
+                        )));
+                    }
                 }
                 _ => {}
             }

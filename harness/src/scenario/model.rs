@@ -422,7 +422,7 @@ pub struct Recover {
     pub pod_from: String,
     /// The node the pod is pre-bound to.
     pub node: String,
-    /// Delete the recovery pod once the workload is available again.
+    /// Delete the recovery pod once the workload's own pods are Ready again.
     #[schemars(default)]
     pub cleanup: bool,
 }
@@ -506,7 +506,7 @@ pub enum Invariant {
     Unschedulable(Unschedulable),
     /// Never two candidates acting as leader at once, over the whole run.
     SingleLeader(SingleLeader),
-    /// The Deployment reports all replicas available within D.
+    /// A status of the Deployment observed within D of the anchor reports all replicas available.
     Available(Available),
 }
 

@@ -17,7 +17,6 @@
 //! link. kubectl and the harness's observer talk to the API server directly.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -28,11 +27,11 @@ use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::build;
 use super::pki::{self, Pki};
+use super::pods::{self, signal_group, LocalContainers};
 use super::proxy::Proxy;
 use crate::backend::driver::{API_SERVER, ETCD};
 use crate::clock::SystemClock;
@@ -73,6 +72,9 @@ pub struct Spec {
     pub components: BTreeMap<Component, u32>,
     /// Agent groups.
     pub agents: Vec<AgentGroup>,
+    /// The components run as Deployments, their pods run by the fake nodes
+    /// ([`crate::selfhosted`]), rather than as processes of their own.
+    pub self_hosted: bool,
 }
 
 impl Spec {
@@ -101,10 +103,12 @@ impl Spec {
                     },
                 })
                 .collect(),
+            self_hosted: s.cluster.self_hosted,
         }
     }
 
-    /// Every process, in start order: etcd, the API server, components, agents, nodes.
+    /// Every process, in start order: etcd, the API server, components (unless self-hosted: then
+    /// they are pods), agents, nodes.
     pub fn processes(&self) -> Vec<String> {
         let mut names = vec![ETCD.to_owned(), API_SERVER.to_owned()];
         names.extend(self.clients().into_iter().map(|(n, _)| n));
@@ -114,7 +118,7 @@ impl Spec {
     /// Every client of the API server, with what it is.
     fn clients(&self) -> Vec<(String, Kind)> {
         let mut out = Vec::new();
-        for (c, replicas) in &self.components {
+        for (c, replicas) in self.components.iter().filter(|_| !self.self_hosted) {
             for i in 0..*replicas {
                 out.push((process_name(c.name(), i), Kind::Component(*c)));
             }
@@ -163,6 +167,9 @@ pub trait Hooks: Send + Sync {
     fn started(&self, _process: &str, _incarnation: u32) {}
     /// A line of a process's output (stdout or stderr), as it is printed.
     fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
+    /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
+    /// the ends of the processes it supervises itself.
+    fn exited(&self, _process: &str, _reason: &str) {}
 }
 
 /// Hooks that do nothing (`cluster up`).
@@ -213,6 +220,8 @@ pub struct LocalCluster {
     stopping: BTreeMap<String, Child>,
     incarnations: BTreeMap<String, u32>,
     nodes: BTreeMap<String, tokio::task::JoinHandle<()>>,
+    /// What the fake nodes run for their pods.
+    pub containers: Arc<LocalContainers>,
 }
 
 impl Drop for LocalCluster {
@@ -220,6 +229,7 @@ impl Drop for LocalCluster {
         for task in self.nodes.values() {
             task.abort();
         }
+        self.containers.kill_all();
         for child in self.children.values().chain(self.stopping.values()) {
             signal_group(child, Signal::SIGKILL);
         }
@@ -238,13 +248,6 @@ fn free_port() -> Result<u16, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
-}
-
-/// Send a signal to a child's process group (it leads its own).
-fn signal_group(child: &Child, sig: Signal) {
-    if let Some(pid) = child.id() {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-(pid as i32)), sig);
-    }
 }
 
 /// A non-loopback IPv4 address of this machine: kube-apiserver rejects a loopback
@@ -349,6 +352,30 @@ impl LocalCluster {
             proxies.insert(name.clone(), p);
             kinds.insert(name, kind);
         }
+        if spec.self_hosted {
+            // Each node's own /etc/kubernetes for the components' pods (see `pods`).
+            for i in 0..spec.nodes {
+                let node = process_name("node", i);
+                let etc = pods::node_root(&dir, &node).join("etc/kubernetes");
+                std::fs::create_dir_all(&etc)
+                    .map_err(|e| format!("cannot create {}: {e}", etc.display()))?;
+                let via = format!("https://127.0.0.1:{}", proxies[&node].addr.port());
+                for (c, file) in [
+                    (Component::KubeScheduler, "scheduler.conf"),
+                    (Component::KubeControllerManager, "controller-manager.conf"),
+                ] {
+                    write_file(
+                        &etc.join(file),
+                        &pki::kubeconfig(&pki, c.name(), &via, CONTEXT)?,
+                    )?;
+                }
+                let link = etc.join("pki");
+                if !link.exists() {
+                    std::os::unix::fs::symlink(&pki.dir, &link)
+                        .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+                }
+            }
+        }
         let record = RunRecord {
             pid: std::process::id(),
             purpose: spec.purpose.clone(),
@@ -360,6 +387,11 @@ impl LocalCluster {
             &serde_json::to_string_pretty(&record).expect("record"),
         )?;
         let admin = client_for(&admin_kubeconfig, None).await?;
+        let containers = Arc::new(LocalContainers::new(
+            bins.clone(),
+            dir.clone(),
+            hooks.clone(),
+        ));
         let mut cluster = LocalCluster {
             tempdir: if keep {
                 // Detach it: the directory outlives this run.
@@ -385,6 +417,7 @@ impl LocalCluster {
             stopping: BTreeMap::new(),
             incarnations: BTreeMap::new(),
             nodes: BTreeMap::new(),
+            containers,
         };
         let started = Instant::now();
         say(&format!(
@@ -403,6 +436,29 @@ impl LocalCluster {
         ));
         for (name, _) in spec.clients() {
             cluster.start(&name)?;
+        }
+        if spec.self_hosted {
+            let components: BTreeMap<Component, u32> = spec.components.clone();
+            let admin = cluster.admin.clone();
+            let limit = READY_TIMEOUT.saturating_sub(started.elapsed());
+            let phases: Mutex<Vec<String>> = Mutex::default();
+            let hear = |m: &str| phases.lock().expect("phases").push(m.to_owned());
+            let boot = crate::selfhosted::bootstrap(&admin, &components, spec.nodes, limit, &hear);
+            tokio::pin!(boot);
+            // Say each phase as it comes, and notice a child that died meanwhile.
+            loop {
+                tokio::select! {
+                    r = &mut boot => { r?; break; }
+                    () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                }
+                for m in phases.lock().expect("phases").drain(..) {
+                    say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
+                }
+                cluster.check_alive()?;
+            }
+            for m in phases.lock().expect("phases").drain(..) {
+                say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
+            }
         }
         cluster.wait_ready(started).await?;
         say(&format!(
@@ -433,16 +489,26 @@ impl LocalCluster {
         }
         let sa: ServiceAccount =
             serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
-        match Api::<ServiceAccount>::namespaced(self.admin.clone(), PROBE_NAMESPACE)
-            .create(&PostParams::default(), &sa)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(format!(
-                "cannot create the default ServiceAccount in {PROBE_NAMESPACE}: {e}"
-            )),
+        let mut sa_namespaces = vec![PROBE_NAMESPACE];
+        if self.spec.self_hosted {
+            // The components' pods, made before any controller-manager runs.
+            sa_namespaces.push(crate::selfhosted::NAMESPACE);
         }
+        for ns in sa_namespaces {
+            match Api::<ServiceAccount>::namespaced(self.admin.clone(), ns)
+                .create(&PostParams::default(), &sa)
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => {
+                    return Err(format!(
+                        "cannot create the default ServiceAccount in {ns}: {e}"
+                    ))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The command line of incarnation `inc` of a child process, and its extra environment.
@@ -569,18 +635,14 @@ impl LocalCluster {
         if self.kinds.get(name) == Some(&Kind::Node) {
             let kubeconfig = self.dir.join(format!("{name}.kubeconfig"));
             let node = name.to_owned();
+            let containers = self.containers.clone();
             self.nodes.insert(
                 name.to_owned(),
                 tokio::spawn(async move {
                     match client_for(&kubeconfig, Some(NODE_REQUEST_TIMEOUT)).await {
                         Ok(client) => {
-                            crate::fake_node::run(
-                                client,
-                                &node,
-                                &SystemClock,
-                                &crate::fake_node::NoContainers,
-                            )
-                            .await
+                            crate::fake_node::run(client, &node, &SystemClock, containers.as_ref())
+                                .await
                         }
                         Err(e) => {
                             tracing::error!(node = %node, error = %e, "fake node cannot start")
@@ -588,74 +650,15 @@ impl LocalCluster {
                     }
                 }),
             );
+            self.hooks.started(name, inc);
         } else {
             let (bin, args, env) = self.argv(name, inc)?;
-            let log_path = self.dir.join("logs").join(format!("{name}.log"));
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-            let mut child = Command::new("setpriv")
-                .args([
-                    "--pdeathsig",
-                    "KILL",
-                    "--",
-                    "unshare",
-                    "--uts",
-                    "--",
-                    "sh",
-                    "-c",
-                    "hostname \"$0\" && exec \"$@\"",
-                    name,
-                ])
-                .arg(&bin)
-                .args(args)
-                .envs(env)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .process_group(0)
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| {
-                    format!(
-                        "cannot start {name} (setpriv and unshare from util-linux are needed): {e}"
-                    )
-                })?;
-            let log = Arc::new(Mutex::new(log));
-            if let Some(out) = child.stdout.take() {
-                self.pump(out, log.clone(), name, inc);
-            }
-            if let Some(err) = child.stderr.take() {
-                self.pump(err, log, name, inc);
-            }
+            let log = self.dir.join("logs").join(format!("{name}.log"));
+            let child = pods::spawn(name, inc, &bin, &args, &env, &log, &self.hooks)?;
             self.children.insert(name.to_owned(), child);
         }
         self.incarnations.insert(name.to_owned(), inc);
-        self.hooks.started(name, inc);
         Ok(())
-    }
-
-    /// Copy a child's output into its log, line by line, and show each line to the hooks.
-    fn pump(
-        &self,
-        from: impl AsyncRead + Unpin + Send + 'static,
-        log: Arc<Mutex<std::fs::File>>,
-        name: &str,
-        inc: u32,
-    ) {
-        let hooks = self.hooks.clone();
-        let name = name.to_owned();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(from).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Ok(mut f) = log.lock() {
-                    let _ = writeln!(f, "{line}");
-                }
-                hooks.line(&name, inc, &line);
-            }
-        });
     }
 
     /// Stop a process: SIGTERM (`graceful`) or SIGKILL to its process group. Returns at once;
@@ -663,19 +666,13 @@ impl LocalCluster {
     pub fn stop(&mut self, name: &str, graceful: bool) {
         if let Some(task) = self.nodes.remove(name) {
             task.abort();
+            self.containers.node_stopped(name);
             return;
         }
         if let Some(child) = self.children.remove(name) {
             if graceful {
-                signal_group(&child, Signal::SIGTERM);
                 // As the kubelet: what has not exited after the grace period is killed.
-                if let Some(pid) = child.id() {
-                    tokio::spawn(async move {
-                        tokio::time::sleep(STOP_GRACE).await;
-                        let group = nix::unistd::Pid::from_raw(-(pid as i32));
-                        let _ = nix::sys::signal::kill(group, Signal::SIGKILL);
-                    });
-                }
+                pods::terminate(&child);
             } else {
                 signal_group(&child, Signal::SIGKILL);
             }
@@ -724,10 +721,7 @@ impl LocalCluster {
 
     /// The last lines of a process's log, for error messages.
     fn log_tail(&self, name: &str, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("logs").join(format!("{name}.log")))
-            .unwrap_or_default();
-        let last: Vec<&str> = text.lines().rev().take(lines).collect();
-        last.into_iter().rev().collect::<Vec<_>>().join("\n    ")
+        pods::log_tail(&self.dir.join("logs").join(format!("{name}.log")), lines)
     }
 
     fn check_alive(&mut self) -> Result<(), String> {
@@ -823,6 +817,7 @@ impl LocalCluster {
         let mut children: Vec<Child> = std::mem::take(&mut self.children)
             .into_values()
             .chain(std::mem::take(&mut self.stopping).into_values())
+            .chain(self.containers.take_all())
             .collect();
         for child in &children {
             signal_group(child, Signal::SIGTERM);

@@ -10,5 +10,6 @@
 pub mod build;
 pub mod cluster;
 pub mod pki;
+pub mod pods;
 pub mod proxy;
 pub mod run;

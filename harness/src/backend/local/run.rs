@@ -52,6 +52,13 @@ impl Hooks for RecorderHooks {
         });
     }
 
+    fn exited(&self, process: &str, reason: &str) {
+        self.0.record(EventKind::ProcessExited {
+            process: process.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+
     fn line(&self, process: &str, incarnation: u32, line: &str) {
         let identity = || format!("{process}_{incarnation}");
         if line.starts_with('{') {
@@ -171,6 +178,15 @@ impl World for LocalWorld {
 
     fn command(&mut self, c: Command) {
         let _ = self.commands.send(c);
+    }
+
+    fn containers(
+        &mut self,
+        c: crate::scenario::Component,
+        only: Option<&str>,
+        op: crate::fake_node::ContainerOp,
+    ) -> Vec<String> {
+        self.cluster.containers.act(c, only, op)
     }
 }
 

@@ -81,6 +81,8 @@ pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
 /// The simulated world: turmoil hosts and links, and etcd's reachability from the API server.
 struct SimWorld<'a> {
     sim: turmoil::Sim<'a>,
+    /// The pods' containers, on every node.
+    containers: Arc<node::SimContainers>,
     store: Arc<Mutex<Store>>,
     etcd_ok: Arc<AtomicBool>,
     etcd_up: bool,
@@ -104,6 +106,7 @@ impl World for SimWorld<'_> {
     fn stop(&mut self, name: &str, _graceful: bool) {
         // turmoil has one way to stop a host; in-flight requests die with it either way.
         self.sim.crash(name);
+        self.containers.node_stopped(name);
         if name == ETCD {
             self.etcd_up = false;
             self.update_etcd();
@@ -150,6 +153,15 @@ impl World for SimWorld<'_> {
 
     fn command(&mut self, c: Command) {
         let _ = self.commands.send(c);
+    }
+
+    fn containers(
+        &mut self,
+        c: crate::scenario::Component,
+        only: Option<&str>,
+        op: crate::fake_node::ContainerOp,
+    ) -> Vec<String> {
+        self.containers.act(c, only, op)
     }
 }
 
@@ -219,16 +231,21 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     });
     names.push(net::API_HOST.to_owned());
 
-    let pod_procs = node::PodProcs::default();
+    let containers = {
+        let (recorder, clock, seed) = (recorder.clone(), clock.clone(), opts.seed);
+        Arc::new(node::SimContainers::new(move |name| {
+            Proc::new(name, recorder.clone(), clock.clone(), seed)
+        }))
+    };
     for i in 0..s.cluster.nodes {
         let p = proc_of(&process_name("node", i));
         names.push(p.name.clone());
-        let pod_procs = pod_procs.clone();
+        let containers = containers.clone();
         sim.host(p.name.clone(), move || {
             let p = p.clone();
-            let pod_procs = pod_procs.clone();
+            let containers = containers.clone();
             async move {
-                node::run(p, pod_procs).await;
+                node::run(p, containers).await;
                 Ok(())
             }
         });
@@ -331,6 +348,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
 
     let world = SimWorld {
         sim,
+        containers,
         store,
         etcd_ok,
         etcd_up: true,

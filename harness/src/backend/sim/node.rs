@@ -3,94 +3,138 @@
 //! partition of the node cuts them too) and die with it (a crashed node runs nothing until it is
 //! back and its agent starts them again, as a rebooted kubelet does).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
 
 use super::process::Proc;
 use super::{controller_manager, scheduler};
-use crate::fake_node::Containers;
+use crate::fake_node::{plan_op, ContainerOp, Containers};
 use crate::scenario::Component;
 
-/// Every pod's process of a run, by pod (`NAMESPACE/NAME`): kept across node restarts so that a
-/// pod's process counts its incarnations on.
-pub type PodProcs = Arc<Mutex<BTreeMap<String, Proc>>>;
-
-/// The containers of one node's agent: each a task running the component's model.
-pub struct SimContainers {
-    procs: PodProcs,
-    /// Makes a process for a pod's name.
-    new_proc: Box<dyn Fn(&str) -> Proc + Send + Sync>,
-    tasks: Mutex<BTreeMap<String, JoinHandle<()>>>,
+#[derive(Default)]
+struct State {
+    /// Every pod's process, kept across restarts so that it counts its incarnations on.
+    procs: BTreeMap<String, Proc>,
+    /// Every pod ever started: its node and component.
+    known: BTreeMap<String, (String, Component)>,
+    /// Running (or finished, not yet noticed) tasks.
+    tasks: BTreeMap<String, JoinHandle<()>>,
+    held: BTreeSet<String>,
 }
 
-impl Containers for SimContainers {
-    fn start(&self, _node: &str, pod: &str, c: Component, _args: &[String]) -> Result<(), String> {
-        let p = self
-            .procs
-            .lock()
-            .expect("pod processes")
-            .entry(pod.to_owned())
-            .or_insert_with(|| (self.new_proc)(pod.rsplit('/').next().unwrap_or(pod)))
-            .clone();
-        // The models take no flags: they mirror the defaults these Deployments' arguments keep.
-        let task = tokio::task::spawn_local(async move {
-            match c {
-                Component::KubeScheduler => scheduler::run(p).await,
-                Component::KubeControllerManager => controller_manager::run(p).await,
-            }
-        });
-        self.tasks
-            .lock()
-            .expect("tasks")
-            .insert(pod.to_owned(), task);
-        Ok(())
+/// The containers of every node of a simulated cluster: each a task, on its node's host,
+/// running the component's model. Pods are named `NAMESPACE/NAME`; their processes `NAME`.
+pub struct SimContainers {
+    new_proc: Box<dyn Fn(&str) -> Proc + Send + Sync>,
+    state: Mutex<State>,
+}
+
+impl SimContainers {
+    /// Containers whose processes `new_proc` makes from a pod's name.
+    pub fn new(new_proc: impl Fn(&str) -> Proc + Send + Sync + 'static) -> Self {
+        SimContainers {
+            new_proc: Box::new(new_proc),
+            state: Mutex::default(),
+        }
     }
 
-    fn stop(&self, pod: &str, reason: &str) {
-        if let Some(task) = self.tasks.lock().expect("tasks").remove(pod) {
+    fn stop_locked(st: &mut State, pod: &str, reason: &str) {
+        if let Some(task) = st.tasks.remove(pod) {
             if !task.is_finished() {
                 task.abort();
-                if let Some(p) = self.procs.lock().expect("pod processes").get(pod) {
+                if let Some(p) = st.procs.get(pod) {
                     p.exit(reason);
                 }
             }
         }
     }
 
+    /// A `kill`, `remove` or `start` step on self-hosted component `c` (all its pods, or only
+    /// pod `only`). Returns the pods touched.
+    pub fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+        let mut st = self.state.lock().expect("containers");
+        let known: BTreeMap<String, Component> =
+            st.known.iter().map(|(p, (_, c))| (p.clone(), *c)).collect();
+        let tasks: BTreeSet<String> = st
+            .tasks
+            .iter()
+            .filter(|(_, t)| !t.is_finished())
+            .map(|(p, _)| p.clone())
+            .collect();
+        let mut held = std::mem::take(&mut st.held);
+        let (stop, touched) = plan_op(&known, &mut held, |p| tasks.contains(p), c, only, op);
+        st.held = held;
+        let reason = match op {
+            ContainerOp::Remove => "removed: its container is held down",
+            _ => "killed",
+        };
+        for pod in stop {
+            Self::stop_locked(&mut st, &pod, reason);
+        }
+        touched
+    }
+
+    /// Node `node` stopped: its pods' processes ended with it.
+    pub fn node_stopped(&self, node: &str) {
+        let mut st = self.state.lock().expect("containers");
+        let pods: Vec<String> = st
+            .known
+            .iter()
+            .filter(|(_, (n, _))| n == node)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for pod in pods {
+            Self::stop_locked(&mut st, &pod, "its node stopped");
+        }
+    }
+}
+
+impl Containers for SimContainers {
+    fn start(&self, node: &str, pod: &str, c: Component, _args: &[String]) -> Result<(), String> {
+        let mut st = self.state.lock().expect("containers");
+        let p = match st.procs.get(pod) {
+            Some(p) => p.clone(),
+            None => {
+                let p = (self.new_proc)(pod.rsplit('/').next().unwrap_or(pod));
+                st.procs.insert(pod.to_owned(), p.clone());
+                p
+            }
+        };
+        st.known.insert(pod.to_owned(), (node.to_owned(), c));
+        // The models take no flags: they mirror the defaults these Deployments' arguments keep.
+        // A task of the calling node's host.
+        let task = tokio::task::spawn_local(async move {
+            match c {
+                Component::KubeScheduler => scheduler::run(p).await,
+                Component::KubeControllerManager => controller_manager::run(p).await,
+            }
+        });
+        st.tasks.insert(pod.to_owned(), task);
+        Ok(())
+    }
+
+    fn stop(&self, pod: &str, reason: &str) {
+        let mut st = self.state.lock().expect("containers");
+        Self::stop_locked(&mut st, pod, reason);
+        // Its pod is gone: no later step acts on it.
+        st.known.remove(pod);
+        st.held.remove(pod);
+    }
+
     fn running(&self, pod: &str) -> bool {
-        self.tasks
-            .lock()
-            .expect("tasks")
-            .get(pod)
-            .is_some_and(|t| !t.is_finished())
+        let st = self.state.lock().expect("containers");
+        st.tasks.get(pod).is_some_and(|t| !t.is_finished())
+    }
+
+    fn held(&self, pod: &str) -> bool {
+        self.state.lock().expect("containers").held.contains(pod)
     }
 }
 
 /// Run a fake node and its agent until its host is stopped.
-pub async fn run(p: Proc, procs: PodProcs) {
+pub async fn run(p: Proc, containers: Arc<SimContainers>) {
     p.start();
-    let (recorder, clock, seed) = (p.recorder.clone(), p.clock.clone(), p.seed);
-    let containers = SimContainers {
-        procs,
-        new_proc: Box::new(move |name| Proc::new(name, recorder.clone(), clock.clone(), seed)),
-        tasks: Mutex::default(),
-    };
-    crate::fake_node::run(p.client(), &p.name, p.clock.as_ref(), &containers).await;
-}
-
-impl Drop for SimContainers {
-    /// The node's host crashed (or the run ended): its pods' processes end with it.
-    fn drop(&mut self) {
-        let procs = self.procs.lock().expect("pod processes");
-        for (pod, task) in self.tasks.lock().expect("tasks").iter() {
-            if !task.is_finished() {
-                task.abort();
-                if let Some(p) = procs.get(pod) {
-                    p.exit("its node stopped");
-                }
-            }
-        }
-    }
+    crate::fake_node::run(p.client(), &p.name, p.clock.as_ref(), containers.as_ref()).await;
 }
