@@ -133,7 +133,7 @@ pub async fn run(client: kube::Client, name: &str, clock: &dyn Clock, containers
             if let Err(e) = heartbeat(&client, name, clock).await {
                 tracing::debug!(node = %name, error = %e, "heartbeat failed");
             }
-            next_heartbeat += RENEW_INTERVAL;
+            next_heartbeat = tokio::time::Instant::now() + RENEW_INTERVAL;
         }
         if let Err(e) = sync_pods(&client, name, containers, &mut pods).await {
             tracing::debug!(node = %name, error = %e, "pod sync failed");

@@ -4,7 +4,9 @@
 //! The run path, one module each:
 //! [`scenario`] (model, parse, validate) -> [`plan`] -> [`backend`] (sim, local; kube later)
 //! -> [`observer`] and [`events`] (the observed timeline) -> [`invariants`] -> [`report`].
-//! [`cli`] wires them up.
+//! [`cli`] wires them up. What runs the same in the sim and against real API servers:
+//! [`elector`], [`agent`], [`fake_node`] (fake nodes and their node agent), [`selfhosted`] (a
+//! self-hosted control plane's Deployments and bootstrap) and [`recover`] (disaster recovery).
 #![warn(missing_docs)]
 
 pub mod agent;

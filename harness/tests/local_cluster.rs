@@ -451,7 +451,7 @@ fn recover_runs_pods_without_a_scheduler_against_the_real_api_server() {
         String::from_utf8_lossy(&done.stderr)
     );
     assert!(
-        out.contains("deployment/web is available again (1/1); deleted pod/web-recovery-"),
+        out.contains("deployment/web has its pods Ready again (1/1); deleted pod/web-recovery-"),
         "{out}"
     );
 

@@ -429,8 +429,9 @@ impl LocalCluster {
         cluster.wait_api(started).await?;
         cluster.prepare().await?;
         say(&format!(
-            "API ready after {:.1}s; starting components, {} agent(s) and {} fake node(s)",
+            "API ready after {:.1}s; starting {}{} agent(s) and {} fake node(s)",
             started.elapsed().as_secs_f64(),
+            if spec.self_hosted { "" } else { "components, " },
             spec.agents.iter().map(|a| a.replicas).sum::<u32>(),
             spec.nodes
         ));
