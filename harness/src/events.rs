@@ -117,10 +117,18 @@ pub enum EventKind {
     DeploymentObserved {
         /// `NAMESPACE/NAME`.
         deployment: String,
-        /// `status.availableReplicas`.
+        /// Replicas available as both its status reports and its pods confirm: the smaller of
+        /// `reported` and `ready_pods`.
         available: u32,
         /// `spec.replicas`.
         desired: u32,
+        /// `status.availableReplicas`: stale while no controller-manager runs.
+        #[serde(default)]
+        reported: u32,
+        /// Its pods (as its selector's `matchLabels` select them, not being deleted) whose Ready
+        /// condition is True.
+        #[serde(default)]
+        ready_pods: u32,
     },
     /// Something a process said about itself that explains its behaviour.
     ProcessNote {

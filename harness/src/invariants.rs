@@ -385,12 +385,30 @@ fn available(
     deadline: u64,
     within: std::time::Duration,
 ) -> (bool, String) {
-    let mut last = None;
+    // The state at each moment is the last observation: one made before the anchor still holds
+    // at the anchor.
+    let mut last: Option<(u64, u32, u32, u32, u32)> = None;
+    let full = |l: &(u64, u32, u32, u32, u32)| l.2 > 0 && l.1 >= l.2;
+    let held = |at: u64, l: &(u64, u32, u32, u32, u32)| {
+        (
+            true,
+            format!(
+                "{deployment} had {}/{} replicas available (its status and its Ready pods agree) {} after the anchor at {} (limit {})",
+                l.1,
+                l.2,
+                human(std::time::Duration::from_millis(at - anchor)),
+                fmt_ms(anchor),
+                human(within)
+            ),
+        )
+    };
     for e in tl.events {
         let EventKind::DeploymentObserved {
             deployment: d,
             available,
             desired,
+            reported,
+            ready_pods,
         } = &e.kind
         else {
             continue;
@@ -398,15 +416,83 @@ fn available(
         if d != deployment || e.t_ms > deadline {
             continue;
         }
-        last = Some((*available, *desired, e.t_ms));
-        if e.t_ms >= anchor && *desired > 0 && available >= desired {
-            return (true, format!("{deployment} had {available}/{desired} replicas available {} after the anchor at {} (limit {})", human(std::time::Duration::from_millis(e.t_ms - anchor)), fmt_ms(anchor), human(within)));
+        if e.t_ms >= anchor {
+            if let Some(l) = last.filter(|l| l.0 < anchor && full(l)) {
+                return held(anchor, &l);
+            }
+        }
+        last = Some((e.t_ms, *available, *desired, *reported, *ready_pods));
+        if let Some(l) = last.filter(|l| l.0 >= anchor && full(l)) {
+            return held(l.0, &l);
         }
     }
+    if let Some(l) = last.filter(|l| l.0 < anchor && full(l)) {
+        return held(anchor, &l);
+    }
     let seen = match last {
-        Some((a, d, t)) if t < anchor => format!("last seen {a}/{d} available at {}, before the anchor, and its status was not updated after it (no controller-manager updated it?)", fmt_ms(t)),
-        Some((a, d, t)) => format!("last seen {a}/{d} available at {}", fmt_ms(t)),
+        Some((t, a, d, reported, ready)) => format!(
+            "last seen at {}: {a}/{d} available (its status reported {reported} available, {ready} of its pods were Ready{})",
+            fmt_ms(t),
+            if reported > ready {
+                "; a status ahead of the pods is stale: no controller-manager updated it"
+            } else {
+                ""
+            }
+        ),
         None => "the Deployment was never observed".into(),
     };
     (false, format!("{deployment} was not fully available within {} of the anchor at {} (deadline {}): {seen}", human(within), fmt_ms(anchor), fmt_ms(deadline)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(t_ms: u64, available: u32, reported: u32, ready_pods: u32) -> Event {
+        Event {
+            t_ms,
+            kind: EventKind::DeploymentObserved {
+                deployment: "kube-system/s".into(),
+                available,
+                desired: 2,
+                reported,
+                ready_pods,
+            },
+        }
+    }
+
+    fn judge_available(events: &[Event], anchor: u64) -> (bool, String) {
+        let tl = Timeline::new(events);
+        available(
+            &tl,
+            "kube-system/s",
+            anchor,
+            anchor + 30_000,
+            std::time::Duration::from_secs(30),
+        )
+    }
+
+    #[test]
+    fn availability_seen_before_the_anchor_still_holds_at_it() {
+        let (held, msg) = judge_available(&[seen(1_000, 2, 2, 2)], 10_000);
+        assert!(held, "{msg}");
+        assert!(msg.contains("0ms after the anchor"), "{msg}");
+    }
+
+    #[test]
+    fn a_stale_status_without_ready_pods_is_not_availability() {
+        let (held, msg) = judge_available(&[seen(1_000, 2, 2, 2), seen(5_000, 0, 2, 0)], 10_000);
+        assert!(!held);
+        assert!(msg.contains("a status ahead of the pods is stale"), "{msg}");
+    }
+
+    #[test]
+    fn availability_regained_within_the_window_holds_with_its_delay() {
+        let events = [seen(5_000, 0, 0, 0), seen(22_000, 1, 1, 2), seen(25_000, 2, 2, 2)];
+        let (held, msg) = judge_available(&events, 10_000);
+        assert!(held, "{msg}");
+        assert!(msg.contains("15") && msg.contains("after the anchor"), "{msg}");
+        let (held, _) = judge_available(&events[..2], 10_000);
+        assert!(!held);
+    }
 }

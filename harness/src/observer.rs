@@ -96,8 +96,9 @@ pub struct Observer {
     pub recorder: Recorder,
     /// The wall-clock time at the start of the run (renew times are recorded relative to it).
     pub epoch: k8s_openapi::jiff::Timestamp,
-    /// Whether Deployments need watching (an `available` invariant exists).
-    pub watch_deployments: bool,
+    /// The Deployments (`NAMESPACE/NAME`) whose availability to record (those `available`
+    /// invariants name); their namespaces' pods are followed too.
+    pub deployments: std::collections::BTreeSet<String>,
     /// The Leases to record (`NAMESPACE/NAME`); a real cluster holds many others (the API
     /// servers' identity leases, other controllers').
     pub leases: std::collections::BTreeSet<String>,
@@ -113,27 +114,49 @@ impl Observer {
         let leases = self.follow(
             Api::<Lease>::all(client.clone()),
             &reach,
-            |this, seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>, l: &Lease| {
-                this.lease(seen, l)
-            },
+            |this,
+             seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>,
+             s: Seen<'_, Lease>| s.each(|l| this.lease(seen, l)),
         );
         let nodes = self.follow(
             Api::<Node>::all(client.clone()),
             &reach,
-            |this, seen: &mut BTreeMap<String, (bool, bool)>, n: &Node| this.node(seen, n),
+            |this, seen: &mut BTreeMap<String, (bool, bool)>, s: Seen<'_, Node>| {
+                s.each(|n| this.node(seen, n))
+            },
         );
         let pods = self.follow(
             Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE),
             &reach,
-            |this, seen: &mut BTreeMap<String, String>, p: &Pod| this.pod(seen, p),
+            |this, seen: &mut BTreeMap<String, String>, s: Seen<'_, Pod>| {
+                s.each(|p| this.pod(seen, p))
+            },
         );
+        // Deployments' availability: their status, confirmed by their pods.
+        let workloads = std::sync::Mutex::new(Workloads::default());
         let deployments = async {
-            if self.watch_deployments {
+            if !self.deployments.is_empty() {
                 self.follow(
                     Api::<Deployment>::all(client.clone()),
                     &reach,
-                    |this, seen: &mut BTreeMap<String, (u32, u32)>, d: &Deployment| {
-                        this.deployment(seen, d)
+                    |this, _: &mut (), s: Seen<'_, Deployment>| {
+                        let mut w = workloads.lock().expect("workloads");
+                        w.deployments(s);
+                        this.availability(&mut w);
+                    },
+                )
+                .await;
+            }
+        };
+        let workload_pods = async {
+            if !self.deployments.is_empty() {
+                self.follow(
+                    Api::<Pod>::all(client.clone()),
+                    &reach,
+                    |this, _: &mut (), s: Seen<'_, Pod>| {
+                        let mut w = workloads.lock().expect("workloads");
+                        w.pods(s);
+                        this.availability(&mut w);
                     },
                 )
                 .await;
@@ -144,7 +167,8 @@ impl Observer {
             leases,
             nodes,
             pods,
-            deployments
+            deployments,
+            workload_pods
         );
     }
 
@@ -201,9 +225,14 @@ impl Observer {
 
     /// Follow one resource as an informer does: list, watch from the list's resourceVersion,
     /// resume from the last resourceVersion seen when the watch ends, list again when the
-    /// server says that version is too old (410). `record` sees every object as it is now.
-    async fn follow<K, S>(&self, api: Api<K>, reach: &Reach, record: impl Fn(&Self, &mut S, &K))
-    where
+    /// server says that version is too old (410). `record` sees each list whole, and every
+    /// object as it changes or goes.
+    async fn follow<K, S>(
+        &self,
+        api: Api<K>,
+        reach: &Reach,
+        record: impl Fn(&Self, &mut S, Seen<'_, K>),
+    ) where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
         S: Default,
     {
@@ -215,9 +244,7 @@ impl Observer {
                 None => match api.list(&ListParams::default()).await {
                     Ok(list) => {
                         self.reach(reach, Ok(()));
-                        for o in &list.items {
-                            record(self, &mut seen, o);
-                        }
+                        record(self, &mut seen, Seen::Listed(&list.items));
                         list.metadata.resource_version.unwrap_or_default()
                     }
                     Err(e) => {
@@ -246,10 +273,11 @@ impl Observer {
                 match stream.try_next().await {
                     Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
                         last = o.meta().resource_version.clone().or(last);
-                        record(self, &mut seen, &o);
+                        record(self, &mut seen, Seen::Changed(&o));
                     }
                     Ok(Some(WatchEvent::Deleted(o))) => {
                         last = o.meta().resource_version.clone().or(last);
+                        record(self, &mut seen, Seen::Deleted(&o));
                     }
                     Ok(Some(WatchEvent::Bookmark(b))) => {
                         last = Some(b.metadata.resource_version);
@@ -517,26 +545,133 @@ impl Observer {
         }
     }
 
-    fn deployment(&self, seen: &mut BTreeMap<String, (u32, u32)>, d: &Deployment) {
-        let key = format!(
-            "{}/{}",
-            d.metadata.namespace.clone().unwrap_or_default(),
-            d.metadata.name.clone().unwrap_or_default()
-        );
-        let desired = d.spec.replicas.unwrap_or(1).max(0) as u32;
-        let available = d
-            .status
-            .as_ref()
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0)
-            .max(0) as u32;
-        if seen.get(&key) != Some(&(available, desired)) {
-            self.recorder.record(EventKind::DeploymentObserved {
-                deployment: key.clone(),
-                available,
-                desired,
-            });
-            seen.insert(key, (available, desired));
+    /// Record the availability of the Deployments of interest that changed.
+    fn availability(&self, w: &mut Workloads) {
+        for key in &self.deployments {
+            let Some((selector, desired, reported)) = w.deployments.get(key) else {
+                continue;
+            };
+            let ns = key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+            let ready_pods = w
+                .pods
+                .values()
+                .filter(|(pod_ns, labels, ready)| {
+                    *ready
+                        && pod_ns == ns
+                        && !selector.is_empty()
+                        && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+                })
+                .count() as u32;
+            let now = (*reported.min(&ready_pods), *desired, *reported, ready_pods);
+            if w.said.get(key) != Some(&now) {
+                self.recorder.record(EventKind::DeploymentObserved {
+                    deployment: key.clone(),
+                    available: now.0,
+                    desired: now.1,
+                    reported: now.2,
+                    ready_pods: now.3,
+                });
+                w.said.insert(key.clone(), now);
+            }
+        }
+    }
+}
+
+/// What a watch saw: a whole list, an object as it is now, or an object that went.
+enum Seen<'a, K> {
+    Listed(&'a [K]),
+    Changed(&'a K),
+    Deleted(&'a K),
+}
+
+impl<K> Seen<'_, K> {
+    /// Each object that is there (deletions ignored).
+    fn each(self, mut f: impl FnMut(&K)) {
+        match self {
+            Seen::Listed(all) => all.iter().for_each(f),
+            Seen::Changed(o) => f(o),
+            Seen::Deleted(_) => {}
+        }
+    }
+}
+
+/// The Deployments and pods the `available` invariants need: a Deployment's pods are those its
+/// selector's `matchLabels` select in its namespace; a pod counts while Ready and not being
+/// deleted.
+#[derive(Default)]
+struct Workloads {
+    /// `NAMESPACE/NAME` -> (matchLabels, `spec.replicas`, `status.availableReplicas`).
+    deployments: BTreeMap<String, (BTreeMap<String, String>, u32, u32)>,
+    /// `NAMESPACE/NAME` -> (namespace, labels, Ready and not being deleted).
+    pods: BTreeMap<String, (String, BTreeMap<String, String>, bool)>,
+    /// What was last recorded: (available, desired, reported, ready pods).
+    said: BTreeMap<String, (u32, u32, u32, u32)>,
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default()
+    )
+}
+
+impl Workloads {
+    fn deployments(&mut self, s: Seen<'_, Deployment>) {
+        let entry = |d: &Deployment| {
+            let spec = d.spec.clone();
+            (
+                spec.selector.match_labels.unwrap_or_default(),
+                spec.replicas.unwrap_or(1).max(0) as u32,
+                d.status
+                    .as_ref()
+                    .and_then(|s| s.available_replicas)
+                    .unwrap_or(0)
+                    .max(0) as u32,
+            )
+        };
+        match s {
+            Seen::Listed(all) => {
+                self.deployments = all
+                    .iter()
+                    .map(|d| (key_of(&d.metadata), entry(d)))
+                    .collect();
+            }
+            Seen::Changed(d) => {
+                self.deployments.insert(key_of(&d.metadata), entry(d));
+            }
+            Seen::Deleted(d) => {
+                self.deployments.remove(&key_of(&d.metadata));
+            }
+        }
+    }
+
+    fn pods(&mut self, s: Seen<'_, Pod>) {
+        let entry = |p: &Pod| {
+            let ready = p.metadata.deletion_timestamp.is_none()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            (
+                p.metadata.namespace.clone().unwrap_or_default(),
+                p.metadata.labels.clone().unwrap_or_default(),
+                ready,
+            )
+        };
+        match s {
+            Seen::Listed(all) => {
+                self.pods = all
+                    .iter()
+                    .map(|p| (key_of(&p.metadata), entry(p)))
+                    .collect();
+            }
+            Seen::Changed(p) => {
+                self.pods.insert(key_of(&p.metadata), entry(p));
+            }
+            Seen::Deleted(p) => {
+                self.pods.remove(&key_of(&p.metadata));
+            }
         }
     }
 }

@@ -99,7 +99,7 @@ fn the_self_hosted_traps_fail_without_their_recovery() {
                 "PASS  schedulable",
                 "FAIL  available kube-system/kube-controller-manager",
                 "FAIL  available kube-system/kube-scheduler",
-                "its status was not updated after it",
+                "a status ahead of the pods is stale",
             ],
         ),
     ];

@@ -275,7 +275,7 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
         let obs = Observer {
             recorder: observer_recorder.clone(),
             epoch: epoch(),
-            watch_deployments: false,
+            deployments: Default::default(),
             leases: ["default/l".to_owned()].into(),
             watch_timeout: 4,
         };

@@ -506,7 +506,7 @@ pub enum Invariant {
     Unschedulable(Unschedulable),
     /// Never two candidates acting as leader at once, over the whole run.
     SingleLeader(SingleLeader),
-    /// A status of the Deployment observed within D of the anchor reports all replicas available.
+    /// Within D of the anchor the Deployment has all replicas available: its status says so and its Ready pods confirm it.
     Available(Available),
 }
 

@@ -43,6 +43,17 @@ impl Scenario {
         })
     }
 
+    /// The Deployments (`NAMESPACE/NAME`) that `available` invariants name.
+    pub fn deployments(&self) -> std::collections::BTreeSet<String> {
+        self.expect
+            .iter()
+            .filter_map(|i| match &i.value {
+                Invariant::Available(a) => Some(a.deployment.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every Lease some candidate competes for, with the candidates' group name.
     pub fn leases(&self) -> BTreeMap<LeaseRef, String> {
         let mut out = BTreeMap::new();

@@ -21,7 +21,7 @@ use crate::backend::BackendError;
 use crate::events::{fmt_ms, identity_process, Event, EventKind, Recorder};
 use crate::observer::{Command, Observer};
 use crate::plan::{Plan, PlannedKind};
-use crate::scenario::{Invariant, LeaseRef, Scenario};
+use crate::scenario::{LeaseRef, Scenario};
 
 /// Options of a local run.
 #[derive(Clone, Debug, Default)]
@@ -268,10 +268,7 @@ pub fn run(
     let observer = Observer {
         recorder: recorder.clone(),
         epoch,
-        watch_deployments: s
-            .expect
-            .iter()
-            .any(|i| matches!(i.value, Invariant::Available(_))),
+        deployments: s.deployments(),
         leases: s.leases().keys().map(|l| l.to_string()).collect(),
         watch_timeout: 60,
     };

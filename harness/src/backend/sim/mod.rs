@@ -38,7 +38,7 @@ use crate::events::{identity_process, Event, EventKind, Recorder};
 use crate::observer::{Command, Observer};
 use crate::plan::Plan;
 use crate::scenario::validate::process_name;
-use crate::scenario::{AgentMode, Invariant, LeaseRef, Pos, Scenario};
+use crate::scenario::{AgentMode, LeaseRef, Pos, Scenario};
 
 /// Default virtual milliseconds per simulation step (see [`SimOptions::tick`]).
 pub const DEFAULT_TICK_MS: u64 = 20;
@@ -323,10 +323,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
     let observer_recorder = recorder.clone();
     let leases: std::collections::BTreeSet<String> =
         s.leases().keys().map(|l| l.to_string()).collect();
-    let watch_deployments = s
-        .expect
-        .iter()
-        .any(|i| matches!(i.value, Invariant::Available(_)));
+    let deployments = s.deployments();
     sim.host("kubechaos", move || {
         let rx = rx
             .borrow_mut()
@@ -335,7 +332,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
         let obs = Observer {
             recorder: observer_recorder.clone(),
             epoch: run_epoch,
-            watch_deployments,
+            deployments: deployments.clone(),
             leases: leases.clone(),
             watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
         };
