@@ -595,7 +595,7 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 
 fn list_cmd() -> i32 {
     let mut seen = std::collections::BTreeSet::new();
-    let mut any = false;
+    let mut rows: Vec<(String, String)> = Vec::new();
     for dir in scenario::search_dirs() {
         for path in yaml_files(&dir) {
             let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
@@ -604,8 +604,7 @@ fn list_cmd() -> i32 {
             if !seen.insert(stem.clone()) {
                 continue;
             }
-            any = true;
-            match scenario::load(&path) {
+            rows.push(match scenario::load(&path) {
                 Ok(s) => {
                     let summary = s
                         .description
@@ -614,14 +613,23 @@ fn list_cmd() -> i32 {
                         .unwrap_or("")
                         .trim()
                         .to_owned();
-                    println!("{:<28} {summary}", s.name);
+                    (s.name, summary)
                 }
                 Err(e) => {
                     let first = e.to_string().lines().next().unwrap_or("").to_owned();
-                    println!("{stem:<28} (invalid: {first})");
+                    (stem, format!("(invalid: {first})"))
                 }
-            }
+            });
         }
+    }
+    let any = !rows.is_empty();
+    let width = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (name, summary) in rows {
+        println!("{name:<width$}  {summary}");
     }
     if !any {
         eprintln!("kubechaos: no scenarios found in ./scenarios");

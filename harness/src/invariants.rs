@@ -488,10 +488,17 @@ mod tests {
 
     #[test]
     fn availability_regained_within_the_window_holds_with_its_delay() {
-        let events = [seen(5_000, 0, 0, 0), seen(22_000, 1, 1, 2), seen(25_000, 2, 2, 2)];
+        let events = [
+            seen(5_000, 0, 0, 0),
+            seen(22_000, 1, 1, 2),
+            seen(25_000, 2, 2, 2),
+        ];
         let (held, msg) = judge_available(&events, 10_000);
         assert!(held, "{msg}");
-        assert!(msg.contains("15") && msg.contains("after the anchor"), "{msg}");
+        assert!(
+            msg.contains("15") && msg.contains("after the anchor"),
+            "{msg}"
+        );
         let (held, _) = judge_available(&events[..2], 10_000);
         assert!(!held);
     }
