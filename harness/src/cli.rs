@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::backend::{BackendError, BackendKind};
 use crate::exit;
-use crate::report::{junit, terminal};
+use crate::report::{junit, summary, terminal, Entry};
 use crate::run::{self, RunOptions, DEFAULT_SEED};
 use crate::scenario::{self, Diagnostic, LoadError};
 
@@ -20,6 +20,7 @@ Examples:
   kubechaos scenario api-restart --backend local on a real control plane started on this machine
   kubechaos cluster up                           a real control plane for kubectl, until Ctrl-C
   kubechaos list                                 the shipped scenarios and what each proves
+  kubechaos suite scenarios/ --junit junit.xml   every scenario, one report (for CI)
   kubechaos validate scenarios/                  check files without running them
   kubechaos schema > scenario.schema.json        for editors (yaml-language-server)
 
@@ -45,6 +46,12 @@ enum Command {
         after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario delete-both --backend local\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
     )]
     Scenario(ScenarioArgs),
+    /// Play every scenario of a directory (or the files given), one after the other, and write
+    /// one report for all of them.
+    #[command(
+        after_help = "Examples:\n  kubechaos suite                                   every file in ./scenarios, on the sim\n  kubechaos suite scenarios/ --junit junit.xml --json summary.json --events-dir events/\n  kubechaos suite scenarios/api-restart.yaml scenarios/delete-both.yaml --backend local\n\nEvery file is validated (and checked against the backend) before anything runs: a problem in\nany of them is exit 2 and nothing runs. Then each scenario plays in turn; one that cannot run\n(its cluster did not start) is reported and the suite goes on.\nExit codes: 0 every invariant of every scenario held, 1 some invariant was violated, 2 bad\ninput, 3 some scenario could not run (or the suite was interrupted)."
+    )]
+    Suite(SuiteArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).
     List,
     /// Check scenario files (or directories of them) without running anything.
@@ -245,6 +252,9 @@ struct ScenarioArgs {
     /// Write a JUnit XML report (one testcase per invariant).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Write a JSON summary (each invariant's verdict and message, the exit code).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Show every observed event, not only the notable ones.
     #[arg(short, long)]
     verbose: bool,
@@ -254,6 +264,28 @@ struct ScenarioArgs {
     /// Virtual milliseconds per simulation step (sim).
     #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
     tick_ms: u64,
+}
+
+#[derive(Debug, clap::Args)]
+struct SuiteArgs {
+    /// Scenario files or directories of them (default: ./scenarios).
+    #[arg(value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Where to run them.
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: BackendKind,
+    /// Seed of every simulated run.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// Write a JUnit XML report: one testsuite per scenario, one testcase per invariant.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write a JSON summary of every scenario and invariant.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write each scenario's observed timeline to DIR/NAME.jsonl (the reports name them).
+    #[arg(long, value_name = "DIR")]
+    events_dir: Option<PathBuf>,
 }
 
 /// Parse arguments, run, and return the exit code.
@@ -278,6 +310,7 @@ pub fn main() -> i32 {
         .try_init();
     match cli.command {
         Command::Scenario(args) => scenario_cmd(&args),
+        Command::Suite(args) => suite_cmd(&args),
         Command::List => list_cmd(),
         Command::Validate { paths, backend } => validate_cmd(&paths, backend),
         Command::Cluster(ClusterCommand::Build) => cluster_build(),
@@ -396,7 +429,11 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         keep: args.keep,
     };
     // Find out now, not after a run of several real minutes, that a report cannot be written.
-    for (path, what) in [(&args.events, "events"), (&args.junit, "JUnit report")] {
+    for (path, what) in [
+        (&args.events, "events"),
+        (&args.junit, "JUnit report"),
+        (&args.json, "JSON summary"),
+    ] {
         if let Some(path) = path {
             if let Err(code) = check_writable(path, what) {
                 return code;
@@ -431,7 +468,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Err(BackendError::Unsupported { backend, problems }) => {
             return print_unsupported(&s, backend, problems)
         }
-        Err(BackendError::Environment(e)) => {
+        Err(BackendError::Environment(e) | BackendError::Interrupted(e)) => {
             eprintln!("kubechaos: {e}");
             return exit::ENVIRONMENT;
         }
@@ -459,25 +496,52 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         }
         println!("events: {}", path.display());
     }
-    if let Some(path) = &args.junit {
-        let xml = junit::render(
-            &s,
-            &outcome,
-            args.backend.name(),
-            args.seed,
-            args.events.as_deref(),
-        );
-        if let Err(code) = write_file(path, xml.as_bytes(), "JUnit report") {
-            return code;
-        }
-        println!("junit: {}", path.display());
-    }
-    if outcome.held() {
+    let code = if outcome.held() {
         exit::HELD
     } else {
-        println!("replay: {}", replay_command(args));
         exit::VIOLATED
+    };
+    let entries = [Entry {
+        scenario: &s,
+        outcome: Ok(&outcome),
+        events_path: args.events.as_deref(),
+    }];
+    if let Err(code) = write_reports(
+        &entries,
+        args.backend,
+        args.seed,
+        code,
+        args.junit.as_deref(),
+        args.json.as_deref(),
+    ) {
+        return code;
     }
+    if code == exit::VIOLATED {
+        println!("replay: {}", replay_command(args));
+    }
+    code
+}
+
+/// Write the JUnit report and the JSON summary, where asked.
+fn write_reports(
+    entries: &[Entry<'_>],
+    backend: BackendKind,
+    seed: u64,
+    code: i32,
+    junit_path: Option<&Path>,
+    json_path: Option<&Path>,
+) -> Result<(), i32> {
+    if let Some(path) = junit_path {
+        let xml = junit::render(entries, backend.name(), seed);
+        write_file(path, xml.as_bytes(), "JUnit report")?;
+        println!("junit: {}", path.display());
+    }
+    if let Some(path) = json_path {
+        let json = summary::render(entries, backend.name(), seed, code);
+        write_file(path, json.as_bytes(), "JSON summary")?;
+        println!("json: {}", path.display());
+    }
+    Ok(())
 }
 
 /// A single-threaded Tokio runtime (children started from it get a parent-death signal tied to
@@ -579,6 +643,182 @@ fn cluster_up(args: &UpArgs) -> i32 {
         }
         exit::HELD
     })
+}
+
+fn suite_cmd(args: &SuiteArgs) -> i32 {
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from("scenarios")]
+    } else {
+        args.paths.clone()
+    };
+    let mut files = Vec::new();
+    for p in &paths {
+        if p.is_dir() {
+            files.extend(yaml_files(p));
+        } else if p.exists() {
+            files.push(p.clone());
+        } else {
+            eprintln!(
+                "kubechaos suite: {} does not exist; expected scenario files or directories",
+                p.display()
+            );
+            return exit::BAD_INPUT;
+        }
+    }
+    if files.is_empty() {
+        eprintln!(
+            "kubechaos suite: no scenario files (*.yaml) in {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return exit::BAD_INPUT;
+    }
+    // Everything is checked before anything runs.
+    let mut scenarios = Vec::new();
+    let mut bad = false;
+    for f in &files {
+        match scenario::load(f) {
+            Ok(s) => {
+                let problems = crate::backend::check(args.backend, &s);
+                if !problems.is_empty() {
+                    print_unsupported(&s, args.backend.name(), problems);
+                    bad = true;
+                }
+                scenarios.push(s);
+            }
+            Err(e) => {
+                print_load_error(&e);
+                bad = true;
+            }
+        }
+    }
+    if bad {
+        eprintln!("kubechaos suite: nothing was run; fix the files above (exit 2)");
+        return exit::BAD_INPUT;
+    }
+    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON summary")] {
+        if let Some(path) = path {
+            if let Err(code) = check_writable(path, what) {
+                return code;
+            }
+        }
+    }
+    if let Some(dir) = &args.events_dir {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("kubechaos suite: cannot create {}: {e}", dir.display());
+            return exit::ENVIRONMENT;
+        }
+    }
+    let opts = RunOptions {
+        backend: args.backend,
+        seed: args.seed,
+        ..RunOptions::default()
+    };
+    println!(
+        "kubechaos: suite of {} scenario(s) on {}{}",
+        scenarios.len(),
+        args.backend.name(),
+        if args.backend == BackendKind::Sim {
+            format!(", seed {}", args.seed)
+        } else {
+            String::new()
+        }
+    );
+    let started = std::time::Instant::now();
+    let mut results: Vec<Result<run::Outcome, String>> = Vec::new();
+    let mut events_paths: Vec<Option<PathBuf>> = Vec::new();
+    let mut interrupted = false;
+    for s in &scenarios {
+        let result = run::run_with_progress(s, &opts, &mut |line| eprintln!("    {line}"));
+        let events_path = match (&result, &args.events_dir) {
+            (Ok(o), Some(dir)) => {
+                let path = dir.join(format!("{}.jsonl", s.name));
+                let mut buf = Vec::new();
+                crate::events::write_jsonl(&o.events, &mut buf).expect("writing to memory");
+                if let Err(code) = write_file(&path, &buf, "events") {
+                    return code;
+                }
+                Some(path)
+            }
+            _ => None,
+        };
+        let result = match result {
+            Ok(o) => {
+                let held = o.verdicts.iter().filter(|v| v.held).count();
+                let violated = o.verdicts.len() - held;
+                println!(
+                    "  {}  {:<32} {held} held, {violated} violated ({:.1}s)",
+                    if violated == 0 { "PASS" } else { "FAIL" },
+                    s.name,
+                    o.wall.as_secs_f64()
+                );
+                for v in o.verdicts.iter().filter(|v| !v.held) {
+                    println!("        {}: {}", v.label, v.message);
+                }
+                Ok(o)
+            }
+            Err(BackendError::Interrupted(e)) => {
+                println!("  ERROR {:<32} {e}", s.name);
+                interrupted = true;
+                Err(e)
+            }
+            Err(e) => {
+                println!("  ERROR {:<32} {e}", s.name);
+                Err(e.to_string())
+            }
+        };
+        results.push(result);
+        events_paths.push(events_path);
+        if interrupted {
+            break;
+        }
+    }
+    let held = results
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|o| o.held()))
+        .count();
+    let violated = results
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|o| !o.held()))
+        .count();
+    let errors = results.len() - held - violated;
+    let code = if errors > 0 {
+        exit::ENVIRONMENT
+    } else if violated > 0 {
+        exit::VIOLATED
+    } else {
+        exit::HELD
+    };
+    println!(
+        "\nsuite: {} scenario(s): {held} held, {violated} violated, {errors} could not run{} ({:.1}s)",
+        results.len(),
+        if interrupted { "; interrupted" } else { "" },
+        started.elapsed().as_secs_f64()
+    );
+    let entries: Vec<Entry<'_>> = scenarios
+        .iter()
+        .zip(&results)
+        .zip(&events_paths)
+        .map(|((s, r), e)| Entry {
+            scenario: s,
+            outcome: r.as_ref().map_err(Clone::clone),
+            events_path: e.as_deref(),
+        })
+        .collect();
+    if let Err(code) = write_reports(
+        &entries,
+        args.backend,
+        args.seed,
+        code,
+        args.junit.as_deref(),
+        args.json.as_deref(),
+    ) {
+        return code;
+    }
+    code
 }
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {

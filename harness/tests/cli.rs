@@ -353,6 +353,120 @@ fn junit_has_one_testcase_per_invariant_and_the_violation_as_failure() {
 }
 
 #[test]
+fn scenario_json_summary_names_each_verdict_and_the_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("summary.json");
+    kubechaos()
+        .args(["scenario", &fixture("never-schedulable.yaml"), "--json"])
+        .arg(&json)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("json: "));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(v["exit_code"], 1);
+    assert_eq!(v["backend"], "sim");
+    let s = &v["scenarios"][0];
+    assert_eq!(s["result"], "violated");
+    assert_eq!(s["invariants"].as_array().unwrap().len(), 2);
+    assert_eq!(s["invariants"][0]["held"], false);
+}
+
+/// `suite` plays every file and writes one report: a testsuite per scenario, the events files
+/// named in them, a JSON summary; exit 1 when any invariant was violated.
+#[test]
+fn a_suite_plays_every_file_and_writes_one_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("scenarios");
+    std::fs::create_dir(&files).unwrap();
+    for (from, to) in [
+        (
+            "scenarios/controller-manager-crash.yaml",
+            "controller-manager-crash.yaml",
+        ),
+        (
+            "harness/tests/fixtures/never-schedulable.yaml",
+            "never-schedulable.yaml",
+        ),
+    ] {
+        std::fs::copy(repo().join(from), files.join(to)).unwrap();
+    }
+    let (junit, json, events) = (
+        dir.path().join("junit.xml"),
+        dir.path().join("summary.json"),
+        dir.path().join("events"),
+    );
+    kubechaos()
+        .arg("suite")
+        .arg(&files)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--json")
+        .arg(&json)
+        .arg("--events-dir")
+        .arg(&events)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("PASS  controller-manager-crash"))
+        .stdout(predicate::str::contains("FAIL  never-schedulable"))
+        .stdout(predicate::str::contains(
+            "suite: 2 scenario(s): 1 held, 1 violated, 0 could not run",
+        ));
+    let xml = std::fs::read_to_string(junit).unwrap();
+    assert_eq!(xml.matches("<testsuite ").count(), 2, "{xml}");
+    assert!(xml.contains("controller-manager-crash (sim)"), "{xml}");
+    assert!(
+        xml.contains("events.jsonl") || xml.contains("never-schedulable.jsonl"),
+        "{xml}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(v["exit_code"], 1);
+    let results: Vec<&str> = v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["held", "violated"]);
+    for name in ["controller-manager-crash", "never-schedulable"] {
+        let text = std::fs::read_to_string(events.join(format!("{name}.jsonl"))).unwrap();
+        assert!(text.contains("\"event\":\"run-ended\""), "{name}");
+    }
+}
+
+/// A suite checks every file first: one bad file, and nothing runs.
+#[test]
+fn a_suite_with_a_bad_file_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo().join("scenarios/api-restart.yaml"),
+        dir.path().join("api-restart.yaml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("harness/tests/fixtures/sim-unsupported.yaml"),
+        dir.path().join("sim-unsupported.yaml"),
+    )
+    .unwrap();
+    kubechaos()
+        .arg("suite")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "sim-unsupported.yaml:10:11: target `node/node-7`",
+        ))
+        .stderr(predicate::str::contains("nothing was run"));
+    kubechaos()
+        .args(["suite", "no/such/dir"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no/such/dir does not exist"));
+}
+
+#[test]
 fn the_checked_in_schema_is_current() {
     let out = kubechaos()
         .arg("schema")

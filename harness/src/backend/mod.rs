@@ -50,6 +50,9 @@ pub enum BackendError {
     /// The world failed underneath the run (exit 3).
     #[error("{0}")]
     Environment(String),
+    /// The run was stopped by Ctrl-C or SIGTERM (exit 3); everything it started was stopped.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 /// What a backend can do with a scenario, checked before anything runs.

@@ -1,42 +1,57 @@
 //! JUnit XML: one testsuite per scenario, one testcase per invariant, the violation text as the
-//! failure message.
+//! failure message; a scenario that could not run is one testcase in error.
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::path::Path;
+use std::time::Duration;
 
-use crate::run::Outcome;
-use crate::scenario::Scenario;
+use super::Entry;
 
-/// Render a run as JUnit XML. `events_path` is mentioned in each testcase's system-out.
-pub fn render(
-    s: &Scenario,
-    outcome: &Outcome,
-    backend: &str,
-    seed: u64,
-    events_path: Option<&Path>,
-) -> String {
+/// Render runs as JUnit XML. Each entry's events file, if written, is named in the system-out
+/// of its testcases.
+pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64) -> String {
     let mut report = Report::new("kubechaos");
-    let mut suite = TestSuite::new(format!("{} ({backend})", s.name));
-    for v in &outcome.verdicts {
-        let status = if v.held {
-            TestCaseStatus::success()
-        } else {
-            let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            st.set_message(v.message.clone());
-            st.set_type("violated");
-            st
+    let mut total = Duration::ZERO;
+    for e in entries {
+        let s = e.scenario;
+        let mut suite = TestSuite::new(format!("{} ({backend})", s.name));
+        let events = |out: &mut String, path: Option<&Path>| {
+            if let Some(p) = path {
+                out.push_str(&format!("events: {}\n", p.display()));
+            }
         };
-        let mut case = TestCase::new(v.label.clone(), status);
-        case.set_classname(format!("kubechaos.{}", s.name));
-        let mut out = format!("{}\nseed: {seed}\n", v.message);
-        if let Some(p) = events_path {
-            out.push_str(&format!("events: {}\n", p.display()));
+        match &e.outcome {
+            Ok(outcome) => {
+                for v in &outcome.verdicts {
+                    let status = if v.held {
+                        TestCaseStatus::success()
+                    } else {
+                        let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                        st.set_message(v.message.clone());
+                        st.set_type("violated");
+                        st
+                    };
+                    let mut case = TestCase::new(v.label.clone(), status);
+                    case.set_classname(format!("kubechaos.{}", s.name));
+                    let mut out = format!("{}\nseed: {seed}\n", v.message);
+                    events(&mut out, e.events_path);
+                    case.set_system_out(out);
+                    suite.add_test_case(case);
+                }
+                suite.set_time(outcome.wall);
+                total += outcome.wall;
+            }
+            Err(error) => {
+                let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+                st.set_message(error.clone());
+                st.set_type("environment");
+                let mut case = TestCase::new("run", st);
+                case.set_classname(format!("kubechaos.{}", s.name));
+                suite.add_test_case(case);
+            }
         }
-        case.set_system_out(out);
-        suite.add_test_case(case);
+        report.add_test_suite(suite);
     }
-    suite.set_time(outcome.wall);
-    report.add_test_suite(suite);
-    report.set_time(outcome.wall);
+    report.set_time(total);
     report.to_string().expect("junit serializes")
 }

@@ -254,9 +254,14 @@ pub fn run(
         Ok(c) => c,
         Err(e) => {
             signals.abort();
-            return Err(BackendError::Environment(format!(
+            let message = format!(
                 "the local control plane did not start: {e}; everything started was stopped"
-            )));
+            );
+            return Err(if interrupted.load(Ordering::SeqCst) {
+                BackendError::Interrupted(message)
+            } else {
+                BackendError::Environment(message)
+            });
         }
     };
     let dir = cluster.dir.clone();
@@ -336,7 +341,7 @@ pub fn run(
         None => progress(&format!("stopped every process; removed {}", dir.display())),
     }
     if interrupted.load(Ordering::SeqCst) {
-        return Err(BackendError::Environment(format!(
+        return Err(BackendError::Interrupted(format!(
             "interrupted at t={}; every process was stopped{}",
             fmt_ms(end_ms),
             if opts.keep {

@@ -1,0 +1,95 @@
+//! The JSON summary of one run or a suite: what CI systems and scripts read.
+
+use serde::Serialize;
+
+use super::Entry;
+
+/// The whole summary.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// kubechaos's version.
+    pub version: &'static str,
+    /// `sim`, `local`.
+    pub backend: String,
+    /// The seed (sim).
+    pub seed: u64,
+    /// The exit code of the run.
+    pub exit_code: i32,
+    /// Every scenario, in the order played.
+    pub scenarios: Vec<ScenarioSummary>,
+}
+
+/// One scenario.
+#[derive(Debug, Serialize)]
+pub struct ScenarioSummary {
+    /// Its `name:`.
+    pub name: String,
+    /// Its file.
+    pub file: String,
+    /// `held`, `violated`, or `error` (it could not run).
+    pub result: &'static str,
+    /// Wall seconds the run took.
+    pub wall_seconds: f64,
+    /// Why it could not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its events file, when written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<String>,
+    /// One per invariant, in file order.
+    pub invariants: Vec<InvariantSummary>,
+}
+
+/// One invariant's verdict.
+#[derive(Debug, Serialize)]
+pub struct InvariantSummary {
+    /// `leader-reacquired kube-system/kube-scheduler`.
+    pub label: String,
+    /// Whether it held.
+    pub held: bool,
+    /// The measured figure, or what was expected, seen and when.
+    pub message: String,
+}
+
+/// Render runs as a pretty-printed JSON summary.
+pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -> String {
+    let scenarios = entries
+        .iter()
+        .map(|e| match &e.outcome {
+            Ok(o) => ScenarioSummary {
+                name: e.scenario.name.clone(),
+                file: e.scenario.source.path.display().to_string(),
+                result: if o.held() { "held" } else { "violated" },
+                wall_seconds: o.wall.as_secs_f64(),
+                error: None,
+                events: e.events_path.map(|p| p.display().to_string()),
+                invariants: o
+                    .verdicts
+                    .iter()
+                    .map(|v| InvariantSummary {
+                        label: v.label.clone(),
+                        held: v.held,
+                        message: v.message.clone(),
+                    })
+                    .collect(),
+            },
+            Err(error) => ScenarioSummary {
+                name: e.scenario.name.clone(),
+                file: e.scenario.source.path.display().to_string(),
+                result: "error",
+                wall_seconds: 0.0,
+                error: Some(error.clone()),
+                events: None,
+                invariants: Vec::new(),
+            },
+        })
+        .collect();
+    let summary = Summary {
+        version: env!("CARGO_PKG_VERSION"),
+        backend: backend.to_owned(),
+        seed,
+        exit_code,
+        scenarios,
+    };
+    serde_json::to_string_pretty(&summary).expect("summary serializes") + "\n"
+}
