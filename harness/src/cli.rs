@@ -97,6 +97,44 @@ struct KubeArgs {
     namespace: String,
 }
 
+/// Which existing cluster `--backend kube` touches, and the safety guard's allow-list.
+#[derive(Debug, Clone, clap::Args)]
+struct TargetArgs {
+    /// kube backend: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// kube backend: the kubeconfig context (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// kube backend: allow this context although it does not look disposable (the guard allows
+    /// only `kind-*`, `k3d-*` and kubechaos's own `kubechaos-local`). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_context: Vec<String>,
+}
+
+impl TargetArgs {
+    /// The target, once the guard let it through (exit 2 otherwise). None unless `kube`.
+    fn guarded(&self, backend: BackendKind) -> Result<crate::backend::kube::KubeTarget, i32> {
+        if backend != BackendKind::Kube {
+            return Ok(Default::default());
+        }
+        let context = crate::backend::kube::resolve_context(
+            self.kubeconfig.as_deref(),
+            self.context.as_deref(),
+        )
+        .and_then(|c| crate::backend::kube::guard(&c, &self.allow_context).map(|()| c))
+        .map_err(|e| {
+            eprintln!("kubechaos: {e}");
+            exit::BAD_INPUT
+        })?;
+        Ok(crate::backend::kube::KubeTarget {
+            kubeconfig: self.kubeconfig.clone(),
+            context: Some(context),
+            allow: self.allow_context.clone(),
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum RecoverCommand {
     /// Create a pod from a workload's pod template, pre-bound to a node with spec.nodeName, so
@@ -264,6 +302,11 @@ struct ScenarioArgs {
     /// Virtual milliseconds per simulation step (sim).
     #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
     tick_ms: u64,
+    /// Print the plan (each step, how it is carried out, what undoes it) and touch nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    target: TargetArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -286,6 +329,8 @@ struct SuiteArgs {
     /// Write each scenario's observed timeline to DIR/NAME.jsonl (the reports name them).
     #[arg(long, value_name = "DIR")]
     events_dir: Option<PathBuf>,
+    #[command(flatten)]
+    target: TargetArgs,
 }
 
 /// Parse arguments, run, and return the exit code.
@@ -371,6 +416,17 @@ fn replay_command(args: &ScenarioArgs) -> String {
     if args.tick_ms != crate::backend::sim::DEFAULT_TICK_MS {
         cmd.push_str(&format!(" --tick-ms {}", args.tick_ms));
     }
+    if args.backend == BackendKind::Kube {
+        if let Some(k) = &args.target.kubeconfig {
+            cmd.push_str(&format!(" --kubeconfig {}", k.display()));
+        }
+        if let Some(c) = &args.target.context {
+            cmd.push_str(&format!(" --context {c}"));
+        }
+        for a in &args.target.allow_context {
+            cmd.push_str(&format!(" --allow-context {a}"));
+        }
+    }
     cmd
 }
 
@@ -427,6 +483,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         seed: args.seed,
         tick: Duration::from_millis(args.tick_ms),
         keep: args.keep,
+        kube: Default::default(),
     };
     // Find out now, not after a run of several real minutes, that a report cannot be written.
     for (path, what) in [
@@ -443,6 +500,24 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
     let unsupported = crate::backend::check(args.backend, &s);
     if !unsupported.is_empty() {
         return print_unsupported(&s, args.backend.name(), unsupported);
+    }
+    let opts = match args.target.guarded(args.backend) {
+        Ok(kube) => RunOptions { kube, ..opts },
+        Err(code) => return code,
+    };
+    if args.dry_run {
+        println!(
+            "kubechaos: scenario {} on {}{}: the plan (nothing is touched)\n",
+            s.name,
+            args.backend.name(),
+            opts.kube
+                .context
+                .as_deref()
+                .map(|c| format!(", context {c}"))
+                .unwrap_or_default()
+        );
+        print!("{}", crate::backend::kube::dry_run(&s, &run::Plan::new(&s)));
+        return exit::HELD;
     }
     println!(
         "kubechaos: scenario {} ({}) on {}{}",
@@ -712,9 +787,14 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
             return exit::ENVIRONMENT;
         }
     }
+    let kube = match args.target.guarded(args.backend) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let opts = RunOptions {
         backend: args.backend,
         seed: args.seed,
+        kube,
         ..RunOptions::default()
     };
     println!(

@@ -80,12 +80,23 @@ impl<'a> Timeline<'a> {
         running
     }
 
-    /// Whether `identity`'s process is running, in that incarnation, at `t`.
+    /// Whether `identity`'s process is running, in that incarnation, at `t`. A process the
+    /// timeline never mentions (on an existing cluster, kubechaos sees Leases, not processes)
+    /// counts as running: its renewals are the evidence.
     fn alive(&self, identity: &str, t: u64) -> bool {
+        let process = identity_process(identity);
+        let mentioned = self.events.iter().any(|e| match &e.kind {
+            EventKind::ProcessStarted { process: p, .. }
+            | EventKind::ProcessExited { process: p, .. } => p == process,
+            _ => false,
+        });
+        if !mentioned {
+            return true;
+        }
         let wanted = identity
             .rsplit_once('_')
             .and_then(|(_, i)| i.parse::<u32>().ok());
-        match (self.incarnation_at(identity_process(identity), t), wanted) {
+        match (self.incarnation_at(process, t), wanted) {
             (Some(running), Some(wanted)) => running == wanted,
             (running, _) => running.is_some(),
         }

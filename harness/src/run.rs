@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{self, BackendError, BackendKind};
 use crate::events::Event;
 use crate::invariants::{judge, Verdict};
-use crate::plan::Plan;
+pub use crate::plan::Plan;
 use crate::scenario::Scenario;
 
 /// How to run.
@@ -19,6 +19,8 @@ pub struct RunOptions {
     pub tick: Duration,
     /// Keep the run directory (local).
     pub keep: bool,
+    /// Which existing cluster (kube).
+    pub kube: backend::kube::KubeTarget,
 }
 
 impl Default for RunOptions {
@@ -28,6 +30,7 @@ impl Default for RunOptions {
             seed: DEFAULT_SEED,
             tick: backend::sim::SimOptions::default().tick,
             keep: false,
+            kube: Default::default(),
         }
     }
 }
@@ -90,7 +93,7 @@ pub fn run_with_progress(
             &backend::local::run::LocalOptions { keep: opts.keep },
             progress,
         )?,
-        BackendKind::Kube => unreachable!("rejected by backend::check"),
+        BackendKind::Kube => backend::kube::run(s, &plan, &opts.kube, progress)?,
     };
     let wall = started.elapsed();
     let verdicts = judge(s, &events);

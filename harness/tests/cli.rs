@@ -261,7 +261,10 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "the `kube` backend is not built yet",
+            "scenarios/api-restart.yaml:18:5: `api-server` needs the machine the cluster runs on",
+        ))
+        .stderr(predicate::str::contains(
+            "the generic provider can do: delete-pods, recover, bind",
         ));
 }
 
@@ -433,6 +436,52 @@ fn a_suite_plays_every_file_and_writes_one_report() {
         let text = std::fs::read_to_string(events.join(format!("{name}.jsonl"))).unwrap();
         assert!(text.contains("\"event\":\"run-ended\""), "{name}");
     }
+}
+
+/// The kube backend's safety guard refuses a context that does not look disposable before it
+/// reads anything from the cluster; `--dry-run` prints the plan and touches nothing.
+#[test]
+fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    // A cluster nobody listens for: the guard must decide before any connection.
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\ncontexts:\n- name: prod-eu-1\n  context: {cluster: c, user: u}\n- name: kind-chaos\n  context: {cluster: c, user: u}\ncurrent-context: prod-eu-1\nusers:\n- name: u\n  user: {token: x}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = kubechaos();
+        c.args([
+            "scenario",
+            &fixture("kube-generic.yaml"),
+            "--backend",
+            "kube",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(extra);
+        c.assert()
+    };
+    run(&[]).code(2).stderr(predicate::str::contains(
+        "refusing to touch context `prod-eu-1`: it does not look disposable",
+    ));
+    run(&["--context", "staging"]).code(2);
+    run(&["--context", "kind-chaos", "--dry-run"])
+        .code(0)
+        .stdout(predicate::str::contains(
+            "context kind-chaos: the plan (nothing is touched)",
+        ))
+        .stdout(predicate::str::contains(
+            "via the API: DELETE the pods in kubechaos matching",
+        ));
+    run(&["--allow-context", "prod-eu-1", "--dry-run"]).code(0);
+    // Allowed, but nothing answers there: the environment failed (exit 3).
+    run(&["--context", "kind-chaos"])
+        .code(3)
+        .stderr(predicate::str::contains(
+            "cannot reach the cluster's API server",
+        ));
 }
 
 /// A suite checks every file first: one bad file, and nothing runs.

@@ -549,3 +549,121 @@ fn recover_runs_pods_without_a_scheduler_against_the_real_api_server() {
     );
     drop(cluster);
 }
+
+/// The kube backend against a real cluster it did not start (the local control plane, reached
+/// through its kubeconfig as any cluster would be): the generic provider's faults, the same
+/// observer and invariants, and the cluster left as it was found (probe pods and the namespace
+/// the run created deleted). The safety guard lets kubechaos's own context through.
+#[test]
+fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
+    let cluster = up(&[
+        "--nodes",
+        "2",
+        "--schedulers",
+        "1",
+        "--controller-managers",
+        "1",
+    ]);
+    let dir = cluster.dir.clone();
+    let kubeconfig = dir.join("admin.kubeconfig");
+    // The local launcher made the probe namespace; remove it to see the run make and delete it.
+    kubectl(&dir, &["delete", "namespace", "kubechaos", "--wait=true"]);
+    let json = dir.join("summary.json");
+    let out = kubechaos()
+        .args([
+            "scenario",
+            "harness/tests/fixtures/kube-generic.yaml",
+            "--backend",
+            "kube",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("on kube"), "{stdout}");
+    assert!(
+        stdout.contains("delete-pods: 1 pod(s) deleted and gone"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("restored: deleted the probe pods")
+            && stderr.contains("deleted the namespace kubechaos it created"),
+        "{stderr}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["backend"], "kube");
+    assert_eq!(v["scenarios"][0]["result"], "held");
+    // Left as found: no probe pod, and the namespace is going or gone.
+    let left = kubectl(
+        &dir,
+        &[
+            "get",
+            "pods",
+            "-A",
+            "-l",
+            "app.kubernetes.io/managed-by=kubechaos",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(left.trim(), "", "probe pods left behind");
+    let ns = kubectl(
+        &dir,
+        &[
+            "get",
+            "namespace",
+            "kubechaos",
+            "--ignore-not-found",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+    );
+    assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
+
+    // The guard: the same cluster under a name that does not look disposable is refused (exit
+    // 2, nothing touched) unless allowed by name.
+    let renamed = dir.join("renamed.kubeconfig");
+    let text = std::fs::read_to_string(&kubeconfig)
+        .unwrap()
+        .replace("kubechaos-local", "prod-eu-1");
+    std::fs::write(&renamed, text).unwrap();
+    let refused = kubechaos()
+        .args([
+            "scenario",
+            "harness/tests/fixtures/kube-generic.yaml",
+            "--backend",
+            "kube",
+        ])
+        .arg("--kubeconfig")
+        .arg(&renamed)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("refusing to touch context `prod-eu-1`")
+    );
+    let dry = kubechaos()
+        .args([
+            "scenario",
+            "harness/tests/fixtures/kube-generic.yaml",
+            "--backend",
+            "kube",
+            "--allow-context",
+            "prod-eu-1",
+            "--dry-run",
+        ])
+        .arg("--kubeconfig")
+        .arg(&renamed)
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&dry.stdout).contains("the plan (nothing is touched)"));
+}

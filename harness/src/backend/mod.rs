@@ -4,10 +4,14 @@
 //! [`driver`] carries out the fault vocabulary for any world;
 //! - [`sim`]: a deterministic simulated cluster (turmoil), the default;
 //! - [`local`]: a real control plane started on this machine from upstream binaries;
-//! - `kube`: an existing cluster from a kubeconfig (not built yet).
+//! - [`kube`]: an existing cluster from a kubeconfig context, behind a safety guard (the
+//!   generic provider: faults through the API only);
+//! - [`realtime`]: what the real-time backends share.
 
 pub mod driver;
+pub mod kube;
 pub mod local;
+pub mod realtime;
 pub mod sim;
 
 use crate::scenario::validate::process_name;
@@ -64,10 +68,7 @@ pub fn check(kind: BackendKind, s: &Scenario) -> Vec<(Pos, String)> {
             problems
         }
         BackendKind::Local => built_cluster_check(s, "local"),
-        BackendKind::Kube => vec![(
-            s.source.name_pos,
-            "the `kube` backend is not built yet (see the open issues); expected `--backend sim` or `--backend local`".to_owned(),
-        )],
+        BackendKind::Kube => kube::check(s),
     }
 }
 

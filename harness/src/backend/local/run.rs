@@ -7,8 +7,7 @@
 //! stamped with real milliseconds since then.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -17,10 +16,11 @@ use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
 use crate::backend::driver::{Driver, Exit, World, API_SERVER, ETCD};
+use crate::backend::realtime::{self, Interrupt};
 use crate::backend::BackendError;
 use crate::events::{fmt_ms, identity_process, Event, EventKind, Recorder};
 use crate::observer::{Command, Observer};
-use crate::plan::{Plan, PlannedKind};
+use crate::plan::Plan;
 use crate::scenario::{LeaseRef, Scenario};
 
 /// Options of a local run.
@@ -29,9 +29,6 @@ pub struct LocalOptions {
     /// Keep the run directory (certificates, kubeconfigs, logs, etcd data) afterwards.
     pub keep: bool,
 }
-
-/// How often the driver looks at the plan and the processes.
-pub const TICK: Duration = Duration::from_millis(100);
 
 /// Turns what processes print into events: upstream's leader-election log lines
 /// (`k8s.io/client-go/tools/leaderelection`, v0.37) and the agents' JSON lines
@@ -208,38 +205,9 @@ pub fn run(
     // runtime entered so that their output pumps and the fake nodes run on its workers.
     let _entered = rt.enter();
 
-    let zero: Arc<OnceLock<Instant>> = Arc::default();
-    let clock_zero = zero.clone();
-    let recorder = Recorder::new(move || {
-        clock_zero
-            .get()
-            .map(|z| z.elapsed().as_millis() as u64)
-            .unwrap_or(0)
-    });
-    recorder.record_at(
-        0,
-        EventKind::RunStarted {
-            scenario: s.name.clone(),
-            backend: "local".into(),
-            seed: 0,
-            version: env!("CARGO_PKG_VERSION").into(),
-            duration_ms: plan.duration.as_millis() as u64,
-        },
-    );
-
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let flag = interrupted.clone();
-    let signals = rt.spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-        }
-        flag.store(true, Ordering::SeqCst);
-        let _ = stop_tx.send(true);
-    });
+    let (recorder, zero) = realtime::recorder("local", s, plan);
+    let interrupt = Interrupt::listen(&rt);
+    let mut stop_rx = interrupt.rx.clone();
 
     let spec = Spec::of(s);
     let hooks = Arc::new(RecorderHooks(recorder.clone()));
@@ -253,11 +221,11 @@ pub fn run(
     let cluster = match cluster {
         Ok(c) => c,
         Err(e) => {
-            signals.abort();
+            interrupt.stop();
             let message = format!(
                 "the local control plane did not start: {e}; everything started was stopped"
             );
-            return Err(if interrupted.load(Ordering::SeqCst) {
+            return Err(if interrupt.came() {
                 BackendError::Interrupted(message)
             } else {
                 BackendError::Environment(message)
@@ -287,49 +255,11 @@ pub fn run(
         failed: BTreeMap::new(),
     };
     let mut driver = Driver::new(world, recorder.clone(), names);
-    let started = Instant::now();
-    let mut next = 0;
-    let mut next_note = Duration::from_secs(30);
-    let total = fmt_ms(plan.duration.as_millis() as u64);
-    progress(&format!("t=0.0s: running for {total}"));
-    let ended_at = loop {
-        let now = started.elapsed();
-        while next < plan.actions.len() && plan.actions[next].at <= now {
-            let kind = &plan.actions[next].kind;
-            driver.apply(s, kind, now);
-            match kind {
-                PlannedKind::Fault { step } => progress(&format!(
-                    "t={}: {}",
-                    fmt_ms(now.as_millis() as u64),
-                    s.faults[*step].action
-                )),
-                PlannedKind::Undo { step } => progress(&format!(
-                    "t={}: undoing `{}` after its `for`",
-                    fmt_ms(now.as_millis() as u64),
-                    s.faults[*step].action
-                )),
-                PlannedKind::Probe { invariant } => progress(&format!(
-                    "t={}: probe pod for `{}`",
-                    fmt_ms(now.as_millis() as u64),
-                    s.expect[*invariant].value.label()
-                )),
-            }
-            next += 1;
-        }
-        driver.supervise(now);
-        if now >= plan.duration || interrupted.load(Ordering::SeqCst) {
-            break now;
-        }
-        if now >= next_note {
-            progress(&format!("t={} of {total}", fmt_ms(now.as_millis() as u64)));
-            next_note += Duration::from_secs(30);
-        }
-        std::thread::sleep(TICK);
-    };
+    let ended_at = realtime::play(&mut driver, s, plan, &interrupt, progress);
     let end_ms = ended_at.as_millis() as u64;
     recorder.record_at(end_ms, EventKind::RunEnded {});
     observer.abort();
-    signals.abort();
+    interrupt.stop();
     let kept = rt.block_on({
         let LocalWorld { cluster, .. } = driver.world;
         cluster.down()
@@ -340,7 +270,7 @@ pub fn run(
         Some(d) => progress(&format!("kept the run directory {}", d.display())),
         None => progress(&format!("stopped every process; removed {}", dir.display())),
     }
-    if interrupted.load(Ordering::SeqCst) {
+    if interrupt.came() {
         return Err(BackendError::Interrupted(format!(
             "interrupted at t={}; every process was stopped{}",
             fmt_ms(end_ms),
