@@ -484,6 +484,52 @@ fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
         ));
 }
 
+/// The nightly pipelines in ci/ run the suite on every backend and keep its reports; the
+/// scenarios they play on existing clusters are valid for the kube backend. (actionlint checks
+/// the GitHub workflow in ci/test; GitLab's linter cannot run here.)
+#[test]
+fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
+    let gitlab: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("ci/gitlab/kubechaos-nightly.gitlab-ci.yml")).unwrap(),
+    )
+    .unwrap();
+    let suite = &gitlab[".suite"];
+    let script = suite["script"].to_string();
+    assert!(
+        script.contains("suite $SCENARIOS $ARGS --junit reports/junit.xml"),
+        "{script}"
+    );
+    assert_eq!(suite["artifacts"]["reports"]["junit"], "reports/junit.xml");
+    assert_eq!(suite["artifacts"]["when"], "always");
+    for (job, backend) in [
+        ("kubechaos:sim", "--backend sim"),
+        ("kubechaos:local", "--backend local"),
+        ("kubechaos:kind", "--context kind-chaos"),
+        ("kubechaos:k3s", "--context k3d-chaos"),
+    ] {
+        let j = &gitlab[job];
+        assert!(j["extends"].is_string(), "{job} extends the suite job");
+        let args = j["variables"]["ARGS"].as_str().unwrap_or("--backend sim");
+        assert!(args.contains(backend), "{job}: {args}");
+    }
+    let github: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("ci/github/nightly.yml")).unwrap(),
+    )
+    .unwrap();
+    let matrix = github["jobs"]["suite"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap();
+    let backends: Vec<&str> = matrix
+        .iter()
+        .map(|m| m["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(backends, ["sim", "local", "kind", "k3s"]);
+    kubechaos()
+        .args(["validate", "scenarios-kube/", "--backend", "kube"])
+        .assert()
+        .code(0);
+}
+
 /// A suite checks every file first: one bad file, and nothing runs.
 #[test]
 fn a_suite_with_a_bad_file_runs_nothing() {

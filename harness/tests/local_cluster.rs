@@ -568,11 +568,23 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
     let kubeconfig = dir.join("admin.kubeconfig");
     // The local launcher made the probe namespace; remove it to see the run make and delete it.
     kubectl(&dir, &["delete", "namespace", "kubechaos", "--wait=true"]);
+    // CoreDNS as kind, k3s and kubeadm run it, for the shipped scenarios-kube/delete-coredns.
+    let manifest = dir.join("coredns.yaml");
+    std::fs::write(
+        &manifest,
+        r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "coredns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                     "template": {"metadata": {"labels": {"k8s-app": "kube-dns"}},
+                                  "spec": {"containers": [{"name": "coredns", "image": "registry.k8s.io/pause:3.10"}]}}}}"#,
+    )
+    .unwrap();
+    kubectl(&dir, &["apply", "-f", manifest.to_str().unwrap()]);
     let json = dir.join("summary.json");
     let out = kubechaos()
         .args([
             "scenario",
-            "harness/tests/fixtures/kube-generic.yaml",
+            "scenarios-kube/delete-coredns.yaml",
             "--backend",
             "kube",
             "--json",
@@ -589,7 +601,11 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("on kube"), "{stdout}");
     assert!(
-        stdout.contains("delete-pods: 1 pod(s) deleted and gone"),
+        stdout.contains("delete-pods: 2 pod(s) deleted and gone"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("PASS  available kube-system/coredns"),
         "{stdout}"
     );
     assert!(
