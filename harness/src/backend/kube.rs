@@ -27,7 +27,7 @@ use super::BackendError;
 use crate::events::{fmt_ms, identity_process, Event, EventKind};
 use crate::fake_node::ContainerOp;
 use crate::observer::{Command, Observer, PROBE_NAMESPACE};
-use crate::plan::{undo_of, Plan};
+use crate::plan::Plan;
 use crate::scenario::{Action, Component, LeaseRef, Pos, Scenario};
 
 /// Which existing cluster, and what may be touched.
@@ -133,7 +133,6 @@ pub fn dry_run(s: &Scenario, plan: &Plan) -> String {
                     ),
                     other => (format!("{other}"), "—".to_owned()),
                 };
-                let _ = undo_of(action);
                 out.push_str(&format!("{at:>9}  {action}\n           via the API: {how}\n           undone by: {undo}\n"));
             }
             crate::plan::PlannedKind::Undo { step } => {
