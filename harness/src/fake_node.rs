@@ -75,10 +75,62 @@ pub enum ContainerOp {
     Start,
 }
 
+/// What a backend's containers know of the pods they ran: each pod's node and component, and
+/// which are held down (`remove`). The sim's and the local backend's containers keep one each.
+#[derive(Default)]
+pub struct PodBook {
+    known: BTreeMap<String, (String, Component)>,
+    held: BTreeSet<String>,
+}
+
+impl PodBook {
+    /// Pod `pod` was started on `node` as `c`.
+    pub fn started(&mut self, pod: &str, node: &str, c: Component) {
+        self.known.insert(pod.to_owned(), (node.to_owned(), c));
+    }
+
+    /// Pod `pod` is gone: no later step acts on it.
+    pub fn forget(&mut self, pod: &str) {
+        self.known.remove(pod);
+        self.held.remove(pod);
+    }
+
+    /// Whether pod `pod`'s container is held down.
+    pub fn held(&self, pod: &str) -> bool {
+        self.held.contains(pod)
+    }
+
+    /// The pods started on `node`.
+    pub fn on_node(&self, node: &str) -> Vec<String> {
+        self.known
+            .iter()
+            .filter(|(_, (n, _))| n == node)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Carry out `op` on component `c`'s pods (or only `only`) in the book: returns (pods to
+    /// stop, pods touched) and holds or releases them.
+    pub fn plan(
+        &mut self,
+        c: Component,
+        only: Option<&str>,
+        op: ContainerOp,
+        running: impl Fn(&str) -> bool,
+    ) -> (Vec<String>, Vec<String>) {
+        let known: BTreeMap<String, Component> = self
+            .known
+            .iter()
+            .map(|(p, (_, c))| (p.clone(), *c))
+            .collect();
+        plan_op(&known, &mut self.held, running, c, only, op)
+    }
+}
+
 /// Which pods a [`ContainerOp`] touches: every known pod of component `c`, or only `only`.
 /// `known`: each pod (`NAMESPACE/NAME`) and its component; `held`: the pods held down.
 /// Returns (pods to stop, pods touched), and updates `held`.
-pub fn plan_op(
+fn plan_op(
     known: &BTreeMap<String, Component>,
     held: &mut BTreeSet<String>,
     running: impl Fn(&str) -> bool,

@@ -4,7 +4,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::scenario::LeaseRef;
 
 /// A client from a kubeconfig file (or the default places), for a context (or the current
 /// one), with an optional per-request timeout on connect, read and write.
@@ -39,4 +44,25 @@ pub async fn client(
         config.write_timeout = Some(t);
     }
     kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// The holder identity of a Lease (`Ok(None)`: it does not exist or nobody holds it).
+pub async fn lease_holder(
+    client: &kube::Client,
+    lease: &LeaseRef,
+) -> Result<Option<String>, kube::Error> {
+    Ok(Api::<Lease>::namespaced(client.clone(), &lease.namespace)
+        .get_opt(&lease.name)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty()))
+}
+
+/// Whether a pod's Ready condition is True.
+pub fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

@@ -648,11 +648,7 @@ impl Workloads {
 
     fn pods(&mut self, s: Seen<'_, Pod>) {
         let entry = |p: &Pod| {
-            let ready = p.metadata.deletion_timestamp.is_none()
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let ready = p.metadata.deletion_timestamp.is_none() && crate::kubeclient::pod_ready(p);
             (
                 p.metadata.namespace.clone().unwrap_or_default(),
                 p.metadata.labels.clone().unwrap_or_default(),

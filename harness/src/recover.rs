@@ -426,12 +426,7 @@ pub async fn ready_replicas(
                 .as_ref()
                 .is_some_and(|l| l.contains_key(RECOVERY_LABEL))
         })
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(|p| crate::kubeclient::pod_ready(p))
         .count() as u32;
     Ok(Some((ready, desired)))
 }

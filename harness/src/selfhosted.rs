@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
@@ -234,13 +233,10 @@ pub async fn bootstrap(
                 Err(e) => missing.push(format!("cannot read pod {name}: {e}")),
             }
             let lease = c.lease();
-            let holder = Api::<Lease>::namespaced(client.clone(), &lease.namespace)
-                .get_opt(&lease.name)
+            let holder = crate::kubeclient::lease_holder(client, &lease)
                 .await
                 .ok()
                 .flatten()
-                .and_then(|l| l.spec)
-                .and_then(|s| s.holder_identity)
                 .unwrap_or_default();
             let process = identity_process(&holder);
             if holder.is_empty() || process == name {

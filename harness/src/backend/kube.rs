@@ -173,19 +173,17 @@ impl World for KubeWorld {
         unreachable!("refused by the kube backend's check")
     }
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
-        let api = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-            self.client.clone(),
-            &lease.namespace,
-        );
+        let client = self.client.clone();
         self.rt
             .block_on(async {
-                tokio::time::timeout(Duration::from_secs(2), api.get_opt(&lease.name)).await
+                tokio::time::timeout(
+                    Duration::from_secs(2),
+                    crate::kubeclient::lease_holder(&client, lease),
+                )
+                .await
             })
             .ok()?
             .ok()?
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())
             .map(|h| identity_process(&h).to_owned())
     }
     fn command(&mut self, c: Command) {
@@ -204,11 +202,7 @@ pub fn run(
     target: &KubeTarget,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Event>, BackendError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BackendError::Environment(format!("cannot start the async runtime: {e}")))?;
+    let rt = realtime::runtime()?;
     let _entered = rt.enter();
     let env = |e: String| BackendError::Environment(e);
     let client = rt

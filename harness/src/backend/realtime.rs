@@ -14,6 +14,17 @@ use crate::scenario::Scenario;
 /// How often the driver looks at the plan and the processes.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// The runtime of a real-time run: two workers (output pumps, fake nodes, the observer).
+pub fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            super::BackendError::Environment(format!("cannot start the async runtime: {e}"))
+        })
+}
+
 /// A recorder stamping real milliseconds since the instant set in the returned cell (zero until
 /// it is set), with the run's start already recorded.
 pub fn recorder(backend: &str, s: &Scenario, plan: &Plan) -> (Recorder, Arc<OnceLock<Instant>>) {

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 use nix::sys::signal::Signal;
@@ -768,14 +767,9 @@ impl LocalCluster {
             self.check_alive()?;
             let mut missing = Vec::new();
             for lease in self.spec.leases() {
-                let held = Api::<Lease>::namespaced(self.admin.clone(), &lease.namespace)
-                    .get_opt(&lease.name)
+                let held = crate::kubeclient::lease_holder(&self.admin, &lease)
                     .await
-                    .ok()
-                    .flatten()
-                    .and_then(|l| l.spec)
-                    .and_then(|s| s.holder_identity)
-                    .is_some_and(|h| !h.is_empty());
+                    .is_ok_and(|h| h.is_some());
                 if !held {
                     missing.push(format!("lease {lease} not held"));
                 }

@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use super::cluster::{Hooks, STOP_GRACE};
-use crate::fake_node::{plan_op, ContainerOp, Containers};
+use crate::fake_node::{ContainerOp, Containers, PodBook};
 use crate::scenario::Component;
 use crate::selfhosted::HOST_CONFIG_DIR;
 
@@ -133,10 +133,8 @@ struct State {
     /// Stopped, maybe not exited yet.
     stopping: Vec<Child>,
     incarnations: BTreeMap<String, u32>,
-    /// Every pod ever started: its node and component.
-    known: BTreeMap<String, (String, Component)>,
-    /// Pods whose containers are held down (`remove`).
-    held: BTreeSet<String>,
+    /// The pods started, their nodes, and which are held down (`remove`).
+    book: PodBook,
 }
 
 /// The containers of every fake node of a local cluster: real binaries.
@@ -194,12 +192,8 @@ impl LocalContainers {
     /// pod `only`). Returns the pods touched.
     pub fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         let mut st = self.state.lock().expect("containers");
-        let known: BTreeMap<String, Component> =
-            st.known.iter().map(|(p, (_, c))| (p.clone(), *c)).collect();
         let running: BTreeSet<String> = st.running.keys().cloned().collect();
-        let mut held = std::mem::take(&mut st.held);
-        let (stop, touched) = plan_op(&known, &mut held, |p| running.contains(p), c, only, op);
-        st.held = held;
+        let (stop, touched) = st.book.plan(c, only, op, |p| running.contains(p));
         let reason = match op {
             ContainerOp::Remove => "removed: its container is held down (SIGKILL)",
             _ => "killed (SIGKILL)",
@@ -213,13 +207,7 @@ impl LocalContainers {
     /// Node `node` stopped (its machine died): its pods' processes die with it.
     pub fn node_stopped(&self, node: &str) {
         let mut st = self.state.lock().expect("containers");
-        let pods: Vec<String> = st
-            .known
-            .iter()
-            .filter(|(_, (n, _))| n == node)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for pod in pods {
+        for pod in st.book.on_node(node) {
             self.stop_locked(&mut st, &pod, false, "its node stopped");
         }
     }
@@ -266,7 +254,7 @@ impl Containers for LocalContainers {
             &self.hooks,
         )?;
         st.incarnations.insert(pod.to_owned(), inc);
-        st.known.insert(pod.to_owned(), (node.to_owned(), c));
+        st.book.started(pod, node, c);
         st.running.insert(pod.to_owned(), child);
         Ok(())
     }
@@ -274,13 +262,11 @@ impl Containers for LocalContainers {
     fn stop(&self, pod: &str, reason: &str) {
         let mut st = self.state.lock().expect("containers");
         self.stop_locked(&mut st, pod, true, reason);
-        // Its pod is gone: no later step acts on it.
-        st.known.remove(pod);
-        st.held.remove(pod);
+        st.book.forget(pod);
     }
 
     fn held(&self, pod: &str) -> bool {
-        self.state.lock().expect("containers").held.contains(pod)
+        self.state.lock().expect("containers").book.held(pod)
     }
 
     fn running(&self, pod: &str) -> bool {

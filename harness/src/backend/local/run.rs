@@ -10,8 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::Api;
 use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
@@ -146,15 +144,16 @@ impl World for LocalWorld {
     /// Read from the API server; when it does not answer (it may be the thing that is down),
     /// the holder the observer saw last.
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
-        let api = Api::<Lease>::namespaced(self.cluster.admin.clone(), &lease.namespace);
+        let client = self.cluster.admin.clone();
         let read = self.rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(2), api.get_opt(&lease.name)).await
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                crate::kubeclient::lease_holder(&client, lease),
+            )
+            .await
         });
         let holder = match read {
-            Ok(Ok(found)) => found
-                .and_then(|l| l.spec)
-                .and_then(|s| s.holder_identity)
-                .filter(|h| !h.is_empty()),
+            Ok(Ok(found)) => found,
             _ => {
                 let key = lease.to_string();
                 self.recorder
@@ -196,11 +195,7 @@ pub fn run(
     opts: &LocalOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Event>, BackendError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BackendError::Environment(format!("cannot start the async runtime: {e}")))?;
+    let rt = realtime::runtime()?;
     // Children are started from this thread (their parent-death signal follows it), with the
     // runtime entered so that their output pumps and the fake nodes run on its workers.
     let _entered = rt.enter();

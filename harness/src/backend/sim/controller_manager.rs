@@ -36,6 +36,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::process::Proc;
+use crate::kubeclient::pod_ready;
 use crate::scenario::Component;
 
 /// `--node-monitor-period`.
@@ -130,13 +131,6 @@ fn owned_by(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, u
 
 fn owner_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
     json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}])
-}
-
-fn pod_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 async fn sync_deployments(client: &kube::Client) -> Result<(), kube::Error> {

@@ -10,18 +10,17 @@ use tokio::task::JoinHandle;
 
 use super::process::Proc;
 use super::{controller_manager, scheduler};
-use crate::fake_node::{plan_op, ContainerOp, Containers};
+use crate::fake_node::{ContainerOp, Containers, PodBook};
 use crate::scenario::Component;
 
 #[derive(Default)]
 struct State {
     /// Every pod's process, kept across restarts so that it counts its incarnations on.
     procs: BTreeMap<String, Proc>,
-    /// Every pod ever started: its node and component.
-    known: BTreeMap<String, (String, Component)>,
+    /// The pods started, their nodes, and which are held down.
+    book: PodBook,
     /// Running (or finished, not yet noticed) tasks.
     tasks: BTreeMap<String, JoinHandle<()>>,
-    held: BTreeSet<String>,
 }
 
 /// The containers of every node of a simulated cluster: each a task, on its node's host,
@@ -55,17 +54,13 @@ impl SimContainers {
     /// pod `only`). Returns the pods touched.
     pub fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         let mut st = self.state.lock().expect("containers");
-        let known: BTreeMap<String, Component> =
-            st.known.iter().map(|(p, (_, c))| (p.clone(), *c)).collect();
         let tasks: BTreeSet<String> = st
             .tasks
             .iter()
             .filter(|(_, t)| !t.is_finished())
             .map(|(p, _)| p.clone())
             .collect();
-        let mut held = std::mem::take(&mut st.held);
-        let (stop, touched) = plan_op(&known, &mut held, |p| tasks.contains(p), c, only, op);
-        st.held = held;
+        let (stop, touched) = st.book.plan(c, only, op, |p| tasks.contains(p));
         let reason = match op {
             ContainerOp::Remove => "removed: its container is held down",
             _ => "killed",
@@ -79,13 +74,7 @@ impl SimContainers {
     /// Node `node` stopped: its pods' processes ended with it.
     pub fn node_stopped(&self, node: &str) {
         let mut st = self.state.lock().expect("containers");
-        let pods: Vec<String> = st
-            .known
-            .iter()
-            .filter(|(_, (n, _))| n == node)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for pod in pods {
+        for pod in st.book.on_node(node) {
             Self::stop_locked(&mut st, &pod, "its node stopped");
         }
     }
@@ -102,7 +91,7 @@ impl Containers for SimContainers {
                 p
             }
         };
-        st.known.insert(pod.to_owned(), (node.to_owned(), c));
+        st.book.started(pod, node, c);
         // The models take no flags: they mirror the defaults these Deployments' arguments keep.
         // A task of the calling node's host.
         let task = tokio::task::spawn_local(async move {
@@ -118,9 +107,7 @@ impl Containers for SimContainers {
     fn stop(&self, pod: &str, reason: &str) {
         let mut st = self.state.lock().expect("containers");
         Self::stop_locked(&mut st, pod, reason);
-        // Its pod is gone: no later step acts on it.
-        st.known.remove(pod);
-        st.held.remove(pod);
+        st.book.forget(pod);
     }
 
     fn running(&self, pod: &str) -> bool {
@@ -129,7 +116,7 @@ impl Containers for SimContainers {
     }
 
     fn held(&self, pod: &str) -> bool {
-        self.state.lock().expect("containers").held.contains(pod)
+        self.state.lock().expect("containers").book.held(pod)
     }
 }
 
