@@ -18,6 +18,8 @@ Examples:
   kubechaos scenario api-restart --seed 7        the same with another seed (same seed, same run)
   kubechaos scenario ./my.yaml --events ev.jsonl --junit report.xml
   kubechaos scenario api-restart --backend local on a real control plane started on this machine
+  kubechaos scenario my.yaml --backend kube --context kind-chaos [--dry-run]
+                                                 on an existing cluster, behind a safety guard
   kubechaos cluster up                           a real control plane for kubectl, until Ctrl-C
   kubechaos list                                 the shipped scenarios and what each proves
   kubechaos suite scenarios/ --junit junit.xml   every scenario, one report (for CI)
