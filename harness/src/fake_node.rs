@@ -265,7 +265,7 @@ async fn sync_pods(
                 (st.up && containers.running(&key), st.restarts)
             }
         };
-        report_status(&api, pod, ready, restarts).await;
+        report_status(&api, pod, &container, ready, restarts).await;
     }
     let gone: Vec<String> = state
         .keys()
@@ -279,8 +279,15 @@ async fn sync_pods(
     Ok(())
 }
 
-/// Report a pod Running, Ready or not, when its status says otherwise.
-async fn report_status(api: &Api<Pod>, pod: &Pod, ready: bool, restarts: i32) {
+/// Report a pod Running, Ready or not, when its status says otherwise. `container`: its first
+/// (the one the agent runs).
+async fn report_status(
+    api: &Api<Pod>,
+    pod: &Pod,
+    container: &k8s_openapi::api::core::v1::Container,
+    ready: bool,
+    restarts: i32,
+) {
     let status = pod.status.clone().unwrap_or_default();
     let said_ready = status
         .conditions
@@ -298,12 +305,6 @@ async fn report_status(api: &Api<Pod>, pod: &Pod, ready: bool, restarts: i32) {
     {
         return;
     }
-    let container = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .cloned()
-        .unwrap_or_default();
     let flag = if ready { "True" } else { "False" };
     let start = pod
         .metadata
@@ -324,7 +325,7 @@ async fn report_status(api: &Api<Pod>, pod: &Pod, ready: bool, restarts: i32) {
             ],
             "containerStatuses": [{
                 "name": container.name,
-                "image": container.image.unwrap_or_default(),
+                "image": container.image.clone().unwrap_or_default(),
                 "imageID": "",
                 "ready": ready,
                 "restartCount": restarts,

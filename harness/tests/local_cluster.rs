@@ -44,6 +44,16 @@ impl Drop for Running {
 }
 
 /// Start `cluster up` in the background; returns once it is ready.
+/// Two nodes, one scheduler, one controller-manager.
+const SMALL: &[&str] = &[
+    "--nodes",
+    "2",
+    "--schedulers",
+    "1",
+    "--controller-managers",
+    "1",
+];
+
 fn up(args: &[&str]) -> Running {
     let mut child = kubechaos()
         .args(["cluster", "up"])
@@ -319,14 +329,7 @@ fn cluster_status_shows_a_running_cluster_and_cluster_down_stops_it() {
 /// for pending pods; and every refusal with its exit code.
 #[test]
 fn recover_runs_pods_without_a_scheduler_against_the_real_api_server() {
-    let cluster = up(&[
-        "--nodes",
-        "2",
-        "--schedulers",
-        "1",
-        "--controller-managers",
-        "1",
-    ]);
+    let cluster = up(SMALL);
     let dir = cluster.dir.clone();
     let kubeconfig = dir.join("admin.kubeconfig");
     let recover = |args: &[&str]| -> (i32, String, String) {
@@ -556,14 +559,7 @@ fn recover_runs_pods_without_a_scheduler_against_the_real_api_server() {
 /// the run created deleted). The safety guard lets kubechaos's own context through.
 #[test]
 fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
-    let cluster = up(&[
-        "--nodes",
-        "2",
-        "--schedulers",
-        "1",
-        "--controller-managers",
-        "1",
-    ]);
+    let cluster = up(SMALL);
     let dir = cluster.dir.clone();
     let kubeconfig = dir.join("admin.kubeconfig");
     // The local launcher made the probe namespace; remove it to see the run make and delete it.
