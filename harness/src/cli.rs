@@ -45,7 +45,7 @@ pub struct Cli {
 enum Command {
     /// Play a scenario and judge its invariants.
     #[command(
-        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario delete-both --backend local\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
+        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario delete-both --backend local\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n  kubechaos scenario scenarios-kube/api-server-restart.yaml --backend kube --context kind-chaos\n  kubechaos scenario scenarios-kind/remove-the-scheduler.yaml --backend kube --context kind-chaos --dry-run\n\nOn --backend kube the provider (kind, k3s, generic) comes from the context name or the nodes,\nor from --provider; a step it cannot do is exit 2 before anything runs, with what it can do.\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
     )]
     Scenario(ScenarioArgs),
     /// Play every scenario of a directory (or the files given), one after the other, and write
@@ -67,6 +67,9 @@ enum Command {
         /// Also check that this backend can run them.
         #[arg(long, value_enum, default_value = "sim")]
         backend: BackendKind,
+        /// With `--backend kube`: also check that this provider can do their faults.
+        #[arg(long, value_enum, default_value = "auto")]
+        provider: crate::backend::kube::Provider,
     },
     /// Print the JSON Schema of scenario files.
     Schema,
@@ -112,6 +115,10 @@ struct TargetArgs {
     /// only `kind-*`, `k3d-*` and kubechaos's own `kubechaos-local`). Repeatable.
     #[arg(long, value_name = "NAME")]
     allow_context: Vec<String>,
+    /// kube backend: how kubechaos reaches the cluster's machines for faults the API cannot do
+    /// (default: from the context name, `kind-*` or `k3d-*`, else from the nodes).
+    #[arg(long, value_enum, default_value = "auto")]
+    provider: crate::backend::kube::Provider,
 }
 
 impl TargetArgs {
@@ -129,10 +136,17 @@ impl TargetArgs {
             eprintln!("kubechaos: {e}");
             exit::BAD_INPUT
         })?;
+        let provider = match self.provider {
+            crate::backend::kube::Provider::Auto => {
+                crate::backend::kube::Provider::from_context(&context).unwrap_or_default()
+            }
+            p => p,
+        };
         Ok(crate::backend::kube::KubeTarget {
             kubeconfig: self.kubeconfig.clone(),
             context: Some(context),
             allow: self.allow_context.clone(),
+            provider,
         })
     }
 }
@@ -359,7 +373,11 @@ pub fn main() -> i32 {
         Command::Scenario(args) => scenario_cmd(&args),
         Command::Suite(args) => suite_cmd(&args),
         Command::List => list_cmd(),
-        Command::Validate { paths, backend } => validate_cmd(&paths, backend),
+        Command::Validate {
+            paths,
+            backend,
+            provider,
+        } => validate_cmd(&paths, backend, provider),
         Command::Cluster(ClusterCommand::Build) => cluster_build(),
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(&args),
         Command::Cluster(ClusterCommand::Status) => cluster_status(),
@@ -427,6 +445,9 @@ fn replay_command(args: &ScenarioArgs) -> String {
         }
         for a in &args.target.allow_context {
             cmd.push_str(&format!(" --allow-context {a}"));
+        }
+        if args.target.provider != crate::backend::kube::Provider::Auto {
+            cmd.push_str(&format!(" --provider {}", args.target.provider.name()));
         }
     }
     cmd
@@ -499,14 +520,14 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
             }
         }
     }
-    let unsupported = crate::backend::check(args.backend, &s);
-    if !unsupported.is_empty() {
-        return print_unsupported(&s, args.backend.name(), unsupported);
-    }
     let opts = match args.target.guarded(args.backend) {
         Ok(kube) => RunOptions { kube, ..opts },
         Err(code) => return code,
     };
+    let unsupported = crate::backend::check(args.backend, opts.kube.provider, &s);
+    if !unsupported.is_empty() {
+        return print_unsupported(&s, args.backend.name(), unsupported);
+    }
     if args.dry_run {
         println!(
             "kubechaos: scenario {} on {}{}: the plan (nothing is touched)\n",
@@ -518,7 +539,10 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
                 .map(|c| format!(", context {c}"))
                 .unwrap_or_default()
         );
-        print!("{}", crate::backend::kube::dry_run(&s, &run::Plan::new(&s)));
+        print!(
+            "{}",
+            crate::backend::kube::dry_run(&s, &run::Plan::new(&s), opts.kube.provider)
+        );
         return exit::HELD;
     }
     println!(
@@ -753,13 +777,17 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
         );
         return exit::BAD_INPUT;
     }
+    let kube = match args.target.guarded(args.backend) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     // Everything is checked before anything runs.
     let mut scenarios = Vec::new();
     let mut bad = false;
     for f in &files {
         match scenario::load(f) {
             Ok(s) => {
-                let problems = crate::backend::check(args.backend, &s);
+                let problems = crate::backend::check(args.backend, kube.provider, &s);
                 if !problems.is_empty() {
                     print_unsupported(&s, args.backend.name(), problems);
                     bad = true;
@@ -789,10 +817,6 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
             return exit::ENVIRONMENT;
         }
     }
-    let kube = match args.target.guarded(args.backend) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
     let opts = RunOptions {
         backend: args.backend,
         seed: args.seed,
@@ -960,7 +984,11 @@ fn list_cmd() -> i32 {
     exit::HELD
 }
 
-fn validate_cmd(paths: &[PathBuf], backend: BackendKind) -> i32 {
+fn validate_cmd(
+    paths: &[PathBuf],
+    backend: BackendKind,
+    provider: crate::backend::kube::Provider,
+) -> i32 {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -980,7 +1008,7 @@ fn validate_cmd(paths: &[PathBuf], backend: BackendKind) -> i32 {
             print_load_error(&e);
         });
         let loaded = loaded.and_then(|s| {
-            let problems = crate::backend::check(backend, &s);
+            let problems = crate::backend::check(backend, provider, &s);
             if problems.is_empty() {
                 Ok(s)
             } else {

@@ -105,6 +105,10 @@ pub struct Observer {
     /// `timeoutSeconds` of each watch request: the sim's network carries each exchange whole
     /// within a 5s client timeout, so the sim asks for short watches; real API servers stream.
     pub watch_timeout: u32,
+    /// Lease holders renamed to the scenario's process names: (lease, host part of the holder
+    /// identity) -> process. On kind the scheduler's identity is `NODE_UUID`; its process is
+    /// `kube-scheduler-N`. Empty where identities already are process names.
+    pub holder_names: BTreeMap<(String, String), String>,
 }
 
 impl Observer {
@@ -476,6 +480,16 @@ impl Observer {
         d.as_millis().max(0) as u64
     }
 
+    /// `identity` with its host part renamed after [`Observer::holder_names`].
+    fn holder_name(&self, lease: &str, identity: String) -> String {
+        let (host, rest) = identity.rsplit_once('_').unwrap_or((&identity, ""));
+        match self.holder_names.get(&(lease.to_owned(), host.to_owned())) {
+            Some(p) if rest.is_empty() => p.clone(),
+            Some(p) => format!("{p}_{rest}"),
+            None => identity,
+        }
+    }
+
     fn lease(&self, seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>, l: &Lease) {
         let ns = l.metadata.namespace.clone().unwrap_or_default();
         let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
@@ -484,7 +498,10 @@ impl Observer {
         }
         let spec = l.spec.clone().unwrap_or_default();
         let now = (
-            spec.holder_identity.clone().filter(|h| !h.is_empty()),
+            spec.holder_identity
+                .clone()
+                .filter(|h| !h.is_empty())
+                .map(|h| self.holder_name(&key, h)),
             spec.renew_time.as_ref().map(|t| self.since_start_ms(&t.0)),
             spec.lease_transitions.unwrap_or(0).max(0) as u32,
         );

@@ -69,7 +69,7 @@ pub fn run_with_progress(
     opts: &RunOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Outcome, BackendError> {
-    let problems = backend::check(opts.backend, s);
+    let problems = backend::check(opts.backend, opts.kube.provider, s);
     if !problems.is_empty() {
         return Err(BackendError::Unsupported {
             backend: opts.backend.name(),

@@ -256,16 +256,6 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
                 "self-hosted-unsupported.yaml:14:5: `available: {deployment: default/web}`",
             ));
     }
-    kubechaos()
-        .args(["scenario", "api-restart", "--backend", "kube"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "scenarios/api-restart.yaml:18:5: `api-server` needs the machine the cluster runs on",
-        ))
-        .stderr(predicate::str::contains(
-            "the generic provider can do: delete-pods, recover, bind",
-        ));
 }
 
 #[test]
@@ -443,13 +433,8 @@ fn a_suite_plays_every_file_and_writes_one_report() {
 #[test]
 fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
     // A cluster nobody listens for: the guard must decide before any connection.
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\ncontexts:\n- name: prod-eu-1\n  context: {cluster: c, user: u}\n- name: kind-chaos\n  context: {cluster: c, user: u}\ncurrent-context: prod-eu-1\nusers:\n- name: u\n  user: {token: x}\n",
-    )
-    .unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
     let run = |extra: &[&str]| {
         let mut c = kubechaos();
         c.args([
@@ -482,6 +467,121 @@ fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
         .stderr(predicate::str::contains(
             "cannot reach the cluster's API server",
         ));
+}
+
+/// A throwaway kubeconfig whose cluster nobody listens for, with the contexts the tests name.
+fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
+    let contexts: String = ["prod-eu-1", "kind-chaos", "k3d-ci", "ci-cluster"]
+        .iter()
+        .map(|c| format!("- name: {c}\n  context: {{cluster: c, user: u}}\n"))
+        .collect();
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:1\"}}\ncontexts:\n{contexts}current-context: prod-eu-1\nusers:\n- name: u\n  user: {{token: x}}\n"),
+    )
+    .unwrap();
+    kubeconfig
+}
+
+/// Each provider refuses, before it connects, the faults it cannot do, with the list of what it
+/// can; the provider comes from `--provider` or the context's name.
+#[test]
+fn each_provider_refuses_what_it_cannot_do_and_lists_what_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let run = |extra: &[&str]| {
+        let mut c = kubechaos();
+        c.args([
+            "scenario",
+            &fixture("kube-machine.yaml"),
+            "--backend",
+            "kube",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(extra);
+        c.assert()
+    };
+    // kind (from the context name): everything but a partition that singles out a component.
+    let kind = run(&["--context", "kind-chaos"])
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&kind.stderr);
+    assert!(err.contains("kube-machine.yaml:12:5: `partition: [kube-controller-manager/leader, api-server]`: on kind, kube-controller-manager shares its node container's network"), "{err}");
+    assert!(err.contains("the kind provider can do:"), "{err}");
+    assert!(
+        err.contains("- api-server and etcd: stop, crash, start, restart"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("kube-machine.yaml:").count(),
+        1,
+        "only the partition: {err}"
+    );
+    // k3s (from a k3d context): the scheduler, etcd and a component partition are refused.
+    let k3s = run(&["--context", "k3d-ci"]).code(2).get_output().clone();
+    let err = String::from_utf8_lossy(&k3s.stderr);
+    for (at, text) in [
+        (
+            "10:5",
+            "`kill: kube-scheduler/leader`: k3s runs kube-scheduler inside its server process: it cannot be stopped alone",
+        ),
+        (
+            "11:5",
+            "`etcd: crash`: k3s keeps its datastore inside the server process: use `api-server`",
+        ),
+        (
+            "12:5",
+            "`partition: [kube-controller-manager/leader, api-server]`: k3s runs kube-controller-manager inside its server process",
+        ),
+    ] {
+        assert!(
+            err.contains(&format!("kube-machine.yaml:{at}: {text}")),
+            "{at}: {err}"
+        );
+    }
+    assert!(err.contains("the k3s provider can do:"), "{err}");
+    assert!(
+        !err.contains("kube-machine.yaml:9:5"),
+        "api-server is the k3s server: {err}"
+    );
+    // generic (named): only the API.
+    let generic = run(&[
+        "--context",
+        "ci-cluster",
+        "--allow-context",
+        "ci-cluster",
+        "--provider",
+        "generic",
+    ])
+    .code(2)
+    .get_output()
+    .clone();
+    let err = String::from_utf8_lossy(&generic.stderr);
+    assert!(err.contains("kube-machine.yaml:9:5: `api-server: stop`: it needs the machine the cluster runs on, and the generic provider has only the API"), "{err}");
+    assert_eq!(err.matches("kube-machine.yaml:").count(), 6, "{err}");
+    assert!(
+        err.contains("the generic provider can do:\n      - delete-pods, recover, bind"),
+        "{err}"
+    );
+    // Nothing in the name: the nodes will tell, so the cluster must be reached first (exit 3).
+    run(&["--context", "ci-cluster", "--allow-context", "ci-cluster"])
+        .code(3)
+        .stderr(predicate::str::contains(
+            "cannot reach the cluster's API server",
+        ));
+    // --dry-run says how each fault is carried out by the provider.
+    kubechaos()
+        .args(["scenario", &fixture("kube-kind.yaml"), "--backend", "kube", "--context", "k3d-ci", "--provider", "kind", "--dry-run"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("via kind: in each control-plane node container: mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/"))
+        .stdout(predicate::str::contains("via kind: docker pause node-1\n           undone by: docker unpause node-1"))
+        .stdout(predicate::str::contains("via kind: iptables -I OUTPUT"));
 }
 
 /// The nightly pipelines in ci/ run the suite on every backend and keep its reports; the
@@ -524,10 +624,34 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
         .map(|m| m["backend"].as_str().unwrap())
         .collect();
     assert_eq!(backends, ["sim", "local", "kind", "k3s"]);
+    // What each existing-cluster job plays is valid for its provider.
+    for (dirs, provider) in [
+        (&["scenarios-kube/"][..], "k3s"),
+        (&["scenarios-kube/", "scenarios-kind/"][..], "kind"),
+    ] {
+        kubechaos()
+            .arg("validate")
+            .args(dirs)
+            .args(["--backend", "kube", "--provider", provider])
+            .assert()
+            .code(0);
+    }
     kubechaos()
-        .args(["validate", "scenarios-kube/", "--backend", "kube"])
+        .args([
+            "validate",
+            "scenarios-kind/",
+            "--backend",
+            "kube",
+            "--provider",
+            "k3s",
+        ])
         .assert()
-        .code(0);
+        .code(2);
+    let workflow = std::fs::read_to_string(repo().join("ci/github/nightly.yml")).unwrap();
+    assert!(
+        workflow.contains("scenarios: scenarios-kube/ scenarios-kind/"),
+        "the kind job plays both"
+    );
 }
 
 /// A suite checks every file first: one bad file, and nothing runs.

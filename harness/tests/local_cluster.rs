@@ -678,4 +678,94 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
         .unwrap();
     assert_eq!(dry.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&dry.stdout).contains("the plan (nothing is touched)"));
+
+    // The kind provider's commands, against a recording stand-in for docker: this cluster plays
+    // a kind cluster whose node-0 is the control plane (labelled as kubeadm does) and whose
+    // nodes report documentation addresses (192.0.2.0/24: no traffic is sent, docker is not real).
+    kubectl(
+        &dir,
+        &[
+            "label",
+            "node",
+            "node-0",
+            "node-role.kubernetes.io/control-plane=",
+        ],
+    );
+    for (node, ip) in [("node-0", "192.0.2.10"), ("node-1", "192.0.2.11")] {
+        let patch =
+            format!(r#"{{"status":{{"addresses":[{{"type":"InternalIP","address":"{ip}"}}]}}}}"#);
+        kubectl(
+            &dir,
+            &[
+                "patch",
+                "node",
+                node,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+        );
+    }
+    let bin = dir.join("stand-in");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("docker.log");
+    std::fs::write(
+        bin.join("docker"),
+        format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n", log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("docker"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = kubechaos()
+        .env("PATH", path)
+        .args([
+            "scenario",
+            "harness/tests/fixtures/kube-kind.yaml",
+            "--backend",
+            "kube",
+            "--provider",
+            "kind",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // The API server did not really stop (docker is a stand-in): the verdict is not the point.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("provider: kind (set with --provider)"),
+        "{stderr}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    let held =
+        "exec node-0 sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests";
+    assert_eq!(
+        calls,
+        [
+            format!("{held}/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && (crictl ps -q --name '^kube-apiserver$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)").as_str(),
+            "exec node-0 sh -c mv /etc/kubernetes/kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests/kube-apiserver.yaml",
+            "exec node-0 sh -c crictl ps -q --name '^kube-scheduler$' | xargs -r crictl stop --timeout 0",
+            "exec node-1 iptables -I OUTPUT -d 192.0.2.10 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP",
+            "exec node-0 iptables -I OUTPUT -d 192.0.2.11 -p tcp --sport 6443 -m comment --comment kubechaos -j DROP",
+            "exec node-1 iptables -D OUTPUT -d 192.0.2.10 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP",
+            "exec node-0 iptables -D OUTPUT -d 192.0.2.11 -p tcp --sport 6443 -m comment --comment kubechaos -j DROP",
+            "pause node-1",
+            format!("{held}/etcd.yaml /etc/kubernetes/kubechaos-held/etcd.yaml && (crictl ps -q --name '^etcd$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)").as_str(),
+            "exec node-0 sh -c mv /etc/kubernetes/kubechaos-held/etcd.yaml /etc/kubernetes/manifests/etcd.yaml",
+            // The end of the run: what no `for:` undid.
+            "unpause node-1",
+        ],
+        "{stderr}"
+    );
+    assert!(stderr.contains("restored: unpaused node-1; "), "{stderr}");
 }

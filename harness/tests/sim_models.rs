@@ -278,6 +278,7 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
             deployments: Default::default(),
             leases: ["default/l".to_owned()].into(),
             watch_timeout: 4,
+            holder_names: Default::default(),
         };
         let rx = rx.borrow_mut().take().unwrap();
         async move {

@@ -30,8 +30,10 @@ pub enum Exit {
 
 /// The primitive operations of a world (the turmoil simulation, processes on this machine, …).
 pub trait World {
-    /// Stop a process: `graceful` (SIGTERM) or not (SIGKILL).
-    fn stop(&mut self, name: &str, graceful: bool);
+    /// Stop a process: `graceful` (SIGTERM) or not (SIGKILL). `hold`: it stays down until
+    /// `start`; otherwise the driver's supervisor starts it after the back-off. A world with a
+    /// kubelet of its own (an existing cluster) uses `hold` to keep kubelet from restarting it.
+    fn stop(&mut self, name: &str, graceful: bool, hold: bool);
     /// Start a process that is not running.
     fn start(&mut self, name: &str);
     /// `Some` once a process the driver believes running has ended by itself.
@@ -165,7 +167,7 @@ impl<W: World> Driver<W> {
             }
             return false;
         }
-        self.world.stop(name, graceful);
+        self.world.stop(name, graceful, hold);
         self.effects.push(EventKind::ProcessExited {
             process: name.to_owned(),
             reason: reason.to_owned(),

@@ -4,8 +4,8 @@
 //! [`driver`] carries out the fault vocabulary for any world;
 //! - [`sim`]: a deterministic simulated cluster (turmoil), the default;
 //! - [`local`]: a real control plane started on this machine from upstream binaries;
-//! - [`kube`]: an existing cluster from a kubeconfig context, behind a safety guard (the
-//!   generic provider: faults through the API only);
+//! - [`kube`]: an existing cluster from a kubeconfig context, behind a safety guard; its
+//!   providers reach the machines (kind, k3s) or only the API (generic);
 //! - [`realtime`]: what the real-time backends share.
 
 pub mod driver;
@@ -59,8 +59,9 @@ pub enum BackendError {
     Interrupted(String),
 }
 
-/// What a backend can do with a scenario, checked before anything runs.
-pub fn check(kind: BackendKind, s: &Scenario) -> Vec<(Pos, String)> {
+/// What a backend can do with a scenario, checked before anything runs (`provider`: how the kube
+/// backend reaches the machines, as far as it is known before the cluster is read).
+pub fn check(kind: BackendKind, provider: kube::Provider, s: &Scenario) -> Vec<(Pos, String)> {
     match kind {
         BackendKind::Sim => {
             let mut problems = built_cluster_check(s, "sim");
@@ -68,7 +69,7 @@ pub fn check(kind: BackendKind, s: &Scenario) -> Vec<(Pos, String)> {
             problems
         }
         BackendKind::Local => built_cluster_check(s, "local"),
-        BackendKind::Kube => kube::check(s),
+        BackendKind::Kube => kube::check(s, provider),
     }
 }
 

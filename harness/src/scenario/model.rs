@@ -454,6 +454,14 @@ impl Action {
         }
     }
 
+    /// Carried out through the API alone (on every cluster), not on the machines.
+    pub fn is_api_level(&self) -> bool {
+        matches!(
+            self,
+            Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_)
+        )
+    }
+
     /// The targets the action names.
     pub fn targets(&self) -> Vec<&Target> {
         match self {

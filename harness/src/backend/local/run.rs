@@ -116,7 +116,7 @@ impl LocalWorld {
 }
 
 impl World for LocalWorld {
-    fn stop(&mut self, name: &str, graceful: bool) {
+    fn stop(&mut self, name: &str, graceful: bool, _hold: bool) {
         self.cluster.stop(name, graceful);
     }
 
@@ -239,6 +239,7 @@ pub fn run(
         deployments: s.deployments(),
         leases: s.leases().keys().map(|l| l.to_string()).collect(),
         watch_timeout: 60,
+        holder_names: Default::default(),
     };
     let observer = rt.spawn(observer.run(cluster.admin.clone(), rx));
 

@@ -103,7 +103,7 @@ impl SimWorld<'_> {
 }
 
 impl World for SimWorld<'_> {
-    fn stop(&mut self, name: &str, _graceful: bool) {
+    fn stop(&mut self, name: &str, _graceful: bool, _hold: bool) {
         // turmoil has one way to stop a host; in-flight requests die with it either way.
         self.sim.crash(name);
         self.containers.node_stopped(name);
@@ -335,6 +335,7 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
             deployments: deployments.clone(),
             leases: leases.clone(),
             watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
+            holder_names: Default::default(),
         };
         async move {
             obs.run(SimTransport::client(process::REQUEST_TIMEOUT), rx)
