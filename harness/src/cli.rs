@@ -115,6 +115,10 @@ struct TargetArgs {
     /// only `kind-*`, `k3d-*` and kubechaos's own `kubechaos-local`). Repeatable.
     #[arg(long, value_name = "NAME")]
     allow_context: Vec<String>,
+    /// kube backend: kubechaos's configuration file, whose `allow-contexts` the guard allows too
+    /// (default: $KUBECHAOS_CONFIG, else ~/.config/kubechaos/config.yaml if it exists).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// kube backend: how kubechaos reaches the cluster's machines for faults the API cannot do
     /// (default: from the context name, `kind-*` or `k3d-*`, else from the nodes).
     #[arg(long, value_enum, default_value = "auto")]
@@ -127,11 +131,28 @@ impl TargetArgs {
         if backend != BackendKind::Kube {
             return Ok(Default::default());
         }
+        if self.provider == crate::backend::kube::Provider::K3sContainer {
+            // Its own cluster, made for the run: no context to guard.
+            if !cfg!(feature = "testcontainers") {
+                eprintln!("kubechaos: {}", crate::backend::kube::NO_TESTCONTAINERS);
+                return Err(exit::BAD_INPUT);
+            }
+            return Ok(crate::backend::kube::KubeTarget {
+                provider: self.provider,
+                ..Default::default()
+            });
+        }
+        let config = crate::config::load(self.config.as_deref()).map_err(|e| {
+            eprintln!("kubechaos: {e}");
+            exit::BAD_INPUT
+        })?;
+        let mut allow = self.allow_context.clone();
+        allow.extend(config.allow_contexts);
         let context = crate::backend::kube::resolve_context(
             self.kubeconfig.as_deref(),
             self.context.as_deref(),
         )
-        .and_then(|c| crate::backend::kube::guard(&c, &self.allow_context).map(|()| c))
+        .and_then(|c| crate::backend::kube::guard(&c, &allow).map(|()| c))
         .map_err(|e| {
             eprintln!("kubechaos: {e}");
             exit::BAD_INPUT
@@ -145,7 +166,7 @@ impl TargetArgs {
         Ok(crate::backend::kube::KubeTarget {
             kubeconfig: self.kubeconfig.clone(),
             context: Some(context),
-            allow: self.allow_context.clone(),
+            allow,
             provider,
         })
     }

@@ -461,6 +461,31 @@ fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
             "via the API: DELETE the pods in kubechaos matching",
         ));
     run(&["--allow-context", "prod-eu-1", "--dry-run"]).code(0);
+    // Or named once in kubechaos's configuration file (`--config`, or $KUBECHAOS_CONFIG).
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "allow-contexts: [prod-eu-1]\n").unwrap();
+    run(&["--config", config.to_str().unwrap(), "--dry-run"]).code(0);
+    let mut by_env = kubechaos();
+    by_env
+        .env("KUBECHAOS_CONFIG", &config)
+        .args([
+            "scenario",
+            &fixture("kube-generic.yaml"),
+            "--backend",
+            "kube",
+            "--dry-run",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .assert()
+        .code(0);
+    std::fs::write(&config, "allow-contexts: prod-eu-1\nretries: 3\n").unwrap();
+    run(&["--config", config.to_str().unwrap(), "--dry-run"])
+        .code(2)
+        .stderr(predicate::str::contains(format!("{}:1:", config.display())))
+        .stderr(predicate::str::contains(
+            "expected `allow-contexts: [NAME, ...]`",
+        ));
     // Allowed, but nothing answers there: the environment failed (exit 3).
     run(&["--context", "kind-chaos"])
         .code(3)
@@ -582,6 +607,78 @@ fn each_provider_refuses_what_it_cannot_do_and_lists_what_it_can() {
         .stdout(predicate::str::contains("via kind: in each control-plane node container: mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/"))
         .stdout(predicate::str::contains("via kind: docker pause node-1\n           undone by: docker unpause node-1"))
         .stdout(predicate::str::contains("via kind: iptables -I OUTPUT"));
+}
+
+/// `--provider k3s-container` starts k3s through testcontainers: without a Docker engine that is
+/// an environment failure (exit 3) that says what is missing, and nothing is left behind.
+#[cfg(feature = "testcontainers")]
+#[test]
+fn k3s_in_a_container_without_a_docker_engine_is_exit_3_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let before = leftover_k3s_dirs();
+    kubechaos()
+        // No engine answers here, whatever this machine has.
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}/docker.sock", tmp.path().display()),
+        )
+        .env("TMPDIR", tmp.path())
+        .args([
+            "scenario",
+            "scenarios-kube/api-server-restart.yaml",
+            "--backend",
+            "kube",
+            "--provider",
+            "k3s-container",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "cannot start k3s in a container through testcontainers",
+        ))
+        .stderr(predicate::str::contains(
+            "needs a Docker engine where kubechaos runs",
+        ));
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "its configuration directory is removed"
+    );
+    assert_eq!(leftover_k3s_dirs(), before);
+}
+
+#[cfg(feature = "testcontainers")]
+fn leftover_k3s_dirs() -> usize {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref().is_ok_and(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("kubechaos-k3s-")
+            })
+        })
+        .count()
+}
+
+/// A build without the `testcontainers` feature says how to get one (exit 2).
+#[cfg(not(feature = "testcontainers"))]
+#[test]
+fn k3s_in_a_container_needs_the_testcontainers_feature() {
+    kubechaos()
+        .args([
+            "scenario",
+            "scenarios-kube/api-server-restart.yaml",
+            "--backend",
+            "kube",
+            "--provider",
+            "k3s-container",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "cargo run --features testcontainers",
+        ));
 }
 
 /// The nightly pipelines in ci/ run the suite on every backend and keep its reports; the

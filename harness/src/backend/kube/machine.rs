@@ -277,7 +277,7 @@ impl Machines {
                     }
                 }
             }
-            Provider::Generic | Provider::Auto => {}
+            Provider::Generic | Provider::Auto | Provider::K3sContainer => {}
         }
     }
 
@@ -473,6 +473,10 @@ pub fn describe(provider: Provider, action: &crate::scenario::Action) -> Option<
         } else {
             (format!("docker pause {n}"), format!("docker unpause {n}"))
         }
+    };
+    let provider = match provider {
+        Provider::K3sContainer => Provider::K3s,
+        p => p,
     };
     Some(match (provider, action) {
         (Provider::Kind, Action::ApiServer(op)) => kind_static("kube-apiserver", *op),

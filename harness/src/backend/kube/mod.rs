@@ -36,6 +36,8 @@ use crate::observer::{Command, Observer, PROBE_NAMESPACE};
 use crate::plan::Plan;
 use crate::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selector, Target};
 
+#[cfg(feature = "testcontainers")]
+pub mod container;
 pub mod machine;
 pub mod provider;
 
@@ -87,7 +89,7 @@ pub fn guard(context: &str, allow: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "refusing to touch context `{context}`: it does not look disposable; expected a `kind-*` or `k3d-*` context, kubechaos's own `{}`, or `--allow-context {context}` if this cluster may be broken on purpose",
+            "refusing to touch context `{context}`: it does not look disposable; expected a `kind-*` or `k3d-*` context, kubechaos's own `{}`, or `--allow-context {context}` (or `allow-contexts: [{context}]` in kubechaos's configuration file) if this cluster may be broken on purpose",
             super::local::cluster::CONTEXT
         ))
     }
@@ -375,6 +377,9 @@ pub fn run(
     let rt = realtime::runtime()?;
     let _entered = rt.enter();
     let env = |e: String| BackendError::Environment(e);
+    if target.provider == Provider::K3sContainer {
+        return k3s_container(s, plan, &rt, progress);
+    }
     let client = rt
         .block_on(crate::kubeclient::client(
             target.kubeconfig.as_deref(),
@@ -520,6 +525,46 @@ pub fn run(
     }
     Ok(recorder.snapshot())
 }
+
+/// `--provider k3s-container`: start k3s in a container, play on it with the k3s provider,
+/// remove it.
+#[cfg(feature = "testcontainers")]
+fn k3s_container(
+    s: &Scenario,
+    plan: &Plan,
+    rt: &tokio::runtime::Runtime,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Event>, BackendError> {
+    progress("starting k3s in a container through testcontainers");
+    let k3s = rt
+        .block_on(container::start())
+        .map_err(BackendError::Environment)?;
+    progress(&format!("k3s is up in container {}", k3s.name));
+    let target = KubeTarget {
+        kubeconfig: Some(k3s.kubeconfig.clone()),
+        context: None,
+        allow: Vec::new(),
+        provider: Provider::K3s,
+    };
+    let result = run(s, plan, &target, progress);
+    let removed = rt.block_on(k3s.remove());
+    progress(&removed);
+    result
+}
+
+/// Without the `testcontainers` feature there is no container to start.
+#[cfg(not(feature = "testcontainers"))]
+fn k3s_container(
+    _: &Scenario,
+    _: &Plan,
+    _: &tokio::runtime::Runtime,
+    _: &mut dyn FnMut(&str),
+) -> Result<Vec<Event>, BackendError> {
+    Err(BackendError::Environment(NO_TESTCONTAINERS.to_owned()))
+}
+
+/// What a build without the `testcontainers` feature says to `--provider k3s-container`.
+pub const NO_TESTCONTAINERS: &str = "`--provider k3s-container` needs kubechaos built with the `testcontainers` feature: cargo run --features testcontainers -- scenario ...";
 
 /// Delete what the run created (probe pods; the namespace if it made it) and say what was
 /// restored and what was left.

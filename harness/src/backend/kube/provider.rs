@@ -13,6 +13,9 @@
 //!   scheduler or controller-manager cannot be stopped alone; partitions and node stops work as
 //!   on kind.
 //!
+//! - `k3s-container`: k3s in a container that kubechaos starts itself through testcontainers
+//!   (the `testcontainers` cargo feature, for machines with a Docker engine), then as `k3s`.
+//!
 //! The provider is detected from the context name (`kind-*`, `k3d-*`) or the nodes (a
 //! `kind://` providerID; a `+k3s` kubelet version), or named with `--provider`.
 
@@ -32,6 +35,9 @@ pub enum Provider {
     Kind,
     /// k3s in containers (k3d): the docker CLI against the server and agent containers.
     K3s,
+    /// k3s in a container that kubechaos starts through testcontainers and removes at the end
+    /// (the `testcontainers` feature; needs a Docker engine); then as `k3s`.
+    K3sContainer,
 }
 
 impl Provider {
@@ -42,6 +48,7 @@ impl Provider {
             Provider::Generic => "generic",
             Provider::Kind => "kind",
             Provider::K3s => "k3s",
+            Provider::K3sContainer => "k3s-container",
         }
     }
 
@@ -105,7 +112,7 @@ impl Provider {
                 "kill, remove, start of node/NAME (docker pause, unpause)",
                 "partition and heal between node/NAME, api-server and etcd (iptables in the node containers)",
             ]),
-            Provider::K3s => out.extend([
+            Provider::K3s | Provider::K3sContainer => out.extend([
                 "api-server: stop, crash, start, restart (the k3s server containers: API server, scheduler, controller-manager, datastore and the server's kubelet together)",
                 "kill, remove, start of node/NAME (docker pause, unpause)",
                 "partition and heal between node/NAME and api-server (iptables in the node containers)",
@@ -147,14 +154,17 @@ impl Provider {
                 _ => None,
             }),
             (Provider::Kind, _) => None,
-            (Provider::K3s, Action::Etcd(_)) => component_alone(&Target::Etcd),
-            (Provider::K3s, Action::Kill(t) | Action::Remove(t) | Action::Start(t)) => {
-                component_alone(t)
+            (Provider::K3s | Provider::K3sContainer, Action::Etcd(_)) => {
+                component_alone(&Target::Etcd)
             }
-            (Provider::K3s, Action::Partition(p)) => {
+            (
+                Provider::K3s | Provider::K3sContainer,
+                Action::Kill(t) | Action::Remove(t) | Action::Start(t),
+            ) => component_alone(t),
+            (Provider::K3s | Provider::K3sContainer, Action::Partition(p)) => {
                 [&p.a, &p.b].into_iter().find_map(component_alone)
             }
-            (Provider::K3s, _) => None,
+            (Provider::K3s | Provider::K3sContainer, _) => None,
         }
     }
 }
