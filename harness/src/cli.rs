@@ -54,6 +54,13 @@ enum Command {
         after_help = "Examples:\n  kubechaos suite                                   every file in ./scenarios, on the sim\n  kubechaos suite scenarios/ --junit junit.xml --json summary.json --events-dir events/\n  kubechaos suite scenarios/api-restart.yaml scenarios/delete-both.yaml --backend local\n\nEvery file is validated (and checked against the backend) before anything runs: a problem in\nany of them is exit 2 and nothing runs. Then each scenario plays in turn; one that cannot run\n(its cluster did not start) is reported and the suite goes on.\nExit codes: 0 every invariant of every scenario held, 1 some invariant was violated, 2 bad\ninput, 3 some scenario could not run (or the suite was interrupted)."
     )]
     Suite(SuiteArgs),
+    /// Generate fault schedules against a topology on the sim, run them, and shrink each
+    /// violation to the smallest schedule that still breaks the invariant, written out as a
+    /// scenario file that replays it.
+    #[command(
+        after_help = "Examples:\n  kubechaos explore agent-give-up                    topologies/agent-give-up.yaml, 200 schedules\n  kubechaos explore control-plane --runs 2000 --max-faults 5 --seed 7\n  kubechaos explore my-topology.yaml --shard 2/8 --out found/   one machine of eight\n\nA topology is a scenario file: its cluster and invariants are kept, its faults generated (API-server\nstops, crashes and restarts, kills, removals, partitions with the API server, one way or both,\nleader-targeted or by replica). Case K is the same wherever it runs (its schedule comes from\n--seed and K alone), so N shards of --runs R run exactly the R cases of one exploration.\nEach violated invariant's first case is shrunk (fewer faults, shorter, earlier, simpler) and\nwritten to OUT/TOPOLOGY-HASH.yaml with the command that replays it.\nExit codes: 0 nothing violated, 1 violations found (files written), 2 bad input, 3 the\nenvironment failed."
+    )]
+    Explore(ExploreArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).
     List,
     /// Check scenario files (or directories of them) without running anything.
@@ -347,6 +354,37 @@ struct ScenarioArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct ExploreArgs {
+    /// The topology: a scenario file, or a name in ./topologies (and the shipped ones).
+    #[arg(value_name = "TOPOLOGY", default_value = "control-plane")]
+    topology: String,
+    /// Schedules in the whole exploration (all shards together).
+    #[arg(long, default_value_t = 200)]
+    runs: usize,
+    /// Seed of the schedules and of every simulated run.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// At most this many faults in one schedule.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    max_faults: u64,
+    /// Run only this shard of the cases: I/N takes case K when K mod N = I.
+    #[arg(long, value_name = "I/N", value_parser = crate::explore::parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Where the shrunk scenario files go.
+    #[arg(long, value_name = "DIR", default_value = "explore-found")]
+    out: PathBuf,
+    /// Simulations run at once (default: the number of cores).
+    #[arg(short = 'j', long)]
+    jobs: Option<usize>,
+    /// At most this many runs to shrink one violation.
+    #[arg(long, default_value_t = 300)]
+    max_shrink_runs: usize,
+    /// Virtual milliseconds per simulation step.
+    #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
+    tick_ms: u64,
+}
+
+#[derive(Debug, clap::Args)]
 struct SuiteArgs {
     /// Scenario files or directories of them (default: ./scenarios).
     #[arg(value_name = "PATH")]
@@ -393,6 +431,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Scenario(args) => scenario_cmd(&args),
         Command::Suite(args) => suite_cmd(&args),
+        Command::Explore(args) => explore_cmd(&args),
         Command::List => list_cmd(),
         Command::Validate {
             paths,
@@ -428,6 +467,13 @@ fn print_unsupported(
     backend: &str,
     problems: Vec<(scenario::Pos, String)>,
 ) -> i32 {
+    print_problems(s, problems);
+    eprintln!("kubechaos: the {backend} backend cannot run this scenario");
+    exit::BAD_INPUT
+}
+
+/// Each problem as FILE:LINE:COL: message.
+fn print_problems(s: &scenario::Scenario, problems: Vec<(scenario::Pos, String)>) {
     for (pos, message) in problems {
         eprintln!(
             "{}",
@@ -438,8 +484,6 @@ fn print_unsupported(
             }
         );
     }
-    eprintln!("kubechaos: the {backend} backend cannot run this scenario");
-    exit::BAD_INPUT
 }
 
 fn replay_command(args: &ScenarioArgs) -> String {
@@ -765,6 +809,158 @@ fn cluster_up(args: &UpArgs) -> i32 {
         }
         exit::HELD
     })
+}
+
+fn explore_cmd(args: &ExploreArgs) -> i32 {
+    use std::io::IsTerminal;
+    let path = match scenario::resolve_in(&args.topology, "topologies") {
+        Ok(p) => p,
+        Err(e) => return print_load_error(&e),
+    };
+    let s = match scenario::load(&path) {
+        Ok(s) => s,
+        Err(e) => return print_load_error(&e),
+    };
+    if args.tick_ms == 0 || args.tick_ms > 1000 {
+        eprintln!(
+            "kubechaos: --tick-ms {} is out of range; expected 1 to 1000",
+            args.tick_ms
+        );
+        return exit::BAD_INPUT;
+    }
+    let problems = crate::backend::check(BackendKind::Sim, Default::default(), &s);
+    if !problems.is_empty() {
+        return print_unsupported(&s, "sim", problems);
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let topo = match crate::explore::Topology::new(&s, &text) {
+        Ok(t) => t,
+        Err(problems) => {
+            print_problems(&s, problems);
+            eprintln!(
+                "kubechaos explore: {} cannot be a topology for generated faults",
+                path.display()
+            );
+            return exit::BAD_INPUT;
+        }
+    };
+    if !s.faults.is_empty() {
+        println!(
+            "kubechaos explore: {} has {} fault step(s); they are ignored: the faults are generated",
+            path.display(),
+            s.faults.len()
+        );
+    }
+    let opts = crate::explore::ExploreOptions {
+        runs: args.runs,
+        seed: args.seed,
+        max_faults: args.max_faults as usize,
+        shard: args.shard.unwrap_or((0, 1)),
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| crate::explore::ExploreOptions::default().jobs)
+            .max(1),
+        tick_ms: args.tick_ms,
+        max_shrink_runs: args.max_shrink_runs,
+    };
+    let mut command = format!(
+        "kubechaos explore {} --runs {} --seed {} --max-faults {}",
+        path.display(),
+        args.runs,
+        args.seed,
+        args.max_faults
+    );
+    if let Some((i, n)) = args.shard {
+        command.push_str(&format!(" --shard {i}/{n}"));
+    }
+    println!(
+        "kubechaos explore: topology {} ({}), {} run(s){}, seed {}, up to {} fault(s) each, {} at once",
+        s.name,
+        path.display(),
+        (0..opts.runs).filter(|k| k % opts.shard.1 == opts.shard.0).count(),
+        args.shard
+            .map(|(i, n)| format!(" (shard {i}/{n} of {})", opts.runs))
+            .unwrap_or_default(),
+        opts.seed,
+        opts.max_faults,
+        opts.jobs
+    );
+    let tty = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+    let every = if tty {
+        Duration::from_millis(250)
+    } else {
+        Duration::from_secs(10)
+    };
+    let mut last: Option<(Duration, usize)> = None;
+    let mut report = move |done: usize, total: usize, bad: usize, t: Duration| {
+        let due = match last {
+            None => true,
+            Some((_, d)) if d == done => false,
+            Some((l, _)) => t >= l + every || done == total,
+        };
+        if !due {
+            return;
+        }
+        last = Some((t, done));
+        let rate = done as f64 / t.as_secs_f64().max(1e-3);
+        let line =
+            format!("explore: {done}/{total} runs, {rate:.1} runs/s, {bad} violated an invariant");
+        if tty {
+            eprint!("\r{line}\x1b[K");
+            if done == total {
+                eprintln!();
+            }
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let summary = match crate::explore::explore(&topo, &opts, &args.out, &command, &mut report) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kubechaos explore: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    println!(
+        "\n{} run(s) in {:.1}s ({:.1} runs/s): {} violated an invariant",
+        summary.runs,
+        summary.wall.as_secs_f64(),
+        summary.runs as f64 / summary.wall.as_secs_f64().max(1e-3),
+        summary.violations
+    );
+    if summary.found.is_empty() {
+        println!("nothing found");
+        return exit::HELD;
+    }
+    for f in &summary.found {
+        println!(
+            "\nFOUND  {} (case {}; shrunk from {} fault(s) to {} in {} run(s))\n  {}",
+            f.label,
+            f.case,
+            f.original_faults,
+            f.schedule.len(),
+            f.shrink_runs,
+            f.path.display()
+        );
+        let text = std::fs::read_to_string(&f.path).unwrap_or_default();
+        if let Some(faults) = text.split("\nfaults:\n").nth(1) {
+            for line in faults.lines() {
+                println!("  {line}");
+            }
+        }
+        println!("  violation: {}", f.message);
+        let tick = if opts.tick_ms == crate::backend::sim::DEFAULT_TICK_MS {
+            String::new()
+        } else {
+            format!(" --tick-ms {}", opts.tick_ms)
+        };
+        println!(
+            "  replay: kubechaos scenario {} --seed {}{tick}",
+            f.path.display(),
+            opts.seed
+        );
+    }
+    exit::VIOLATED
 }
 
 fn suite_cmd(args: &SuiteArgs) -> i32 {

@@ -17,6 +17,7 @@ pub mod config;
 pub mod elector;
 pub mod events;
 pub mod exit;
+pub mod explore;
 pub mod fake_node;
 pub mod invariants;
 pub mod kubeclient;

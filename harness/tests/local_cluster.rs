@@ -768,4 +768,20 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
         "{stderr}"
     );
     assert!(stderr.contains("restored: unpaused node-1; "), "{stderr}");
+
+    // The Indexed Job that ci/ ships for long explorations passes the real API server's
+    // validation.
+    let job = repo_path("ci/kubernetes/explore-indexed-job.yaml");
+    let applied = kubectl(
+        &dir,
+        &["apply", "--dry-run=server", "-f", job.to_str().unwrap()],
+    );
+    assert!(
+        applied.contains("job.batch/kubechaos-explore created (server dry run)"),
+        "{applied}"
+    );
+}
+
+fn repo_path(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
 }

@@ -66,10 +66,15 @@ pub enum LoadError {
 /// Directories searched for scenarios by name, in order: `./scenarios`, then the scenarios
 /// shipped in this repository (when run from a checkout).
 pub fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from("scenarios")];
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    search_dirs_of("scenarios")
+}
+
+/// `./DIR`, then the shipped `DIR` (`scenarios`, `topologies`) of this checkout, if different.
+pub fn search_dirs_of(dir: &str) -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from(dir)];
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
     if let Ok(shipped) = shipped.canonicalize() {
-        let local = Path::new("scenarios").canonicalize().ok();
+        let local = Path::new(dir).canonicalize().ok();
         if local.as_ref() != Some(&shipped) {
             dirs.push(shipped);
         }
@@ -79,13 +84,18 @@ pub fn search_dirs() -> Vec<PathBuf> {
 
 /// Find a scenario by path or by name.
 pub fn resolve(name_or_path: &str) -> Result<PathBuf, LoadError> {
+    resolve_in(name_or_path, "scenarios")
+}
+
+/// Find a file by path, or by name in `./DIR` and the shipped `DIR`.
+pub fn resolve_in(name_or_path: &str, dir: &str) -> Result<PathBuf, LoadError> {
     let as_path = Path::new(name_or_path);
     if as_path.is_file() {
         return Ok(as_path.to_path_buf());
     }
     let mut tried = vec![as_path.to_path_buf()];
     if !name_or_path.contains('/') && !name_or_path.ends_with(".yaml") {
-        for dir in search_dirs() {
+        for dir in search_dirs_of(dir) {
             let candidate = dir.join(format!("{name_or_path}.yaml"));
             if candidate.is_file() {
                 return Ok(candidate);

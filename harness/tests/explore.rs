@@ -1,0 +1,155 @@
+//! `kubechaos explore`: generated schedules find the first seed's bug in an agent that gives up,
+//! shrink it to a small scenario file that replays it, and find nothing in a correct agent with
+//! the same budget.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn kubechaos() -> Command {
+    let mut cmd = Command::cargo_bin("kubechaos").unwrap();
+    cmd.current_dir(repo())
+        .env_remove("CARGO")
+        .env("CI", "true")
+        .env("RUST_LOG", "off");
+    cmd
+}
+
+/// The budget of both explorations: small enough for CI, the same for both.
+const BUDGET: &[&str] = &[
+    "--runs",
+    "16",
+    "--max-faults",
+    "3",
+    "--seed",
+    "3",
+    "-j",
+    "2",
+];
+
+#[test]
+fn a_give_up_agent_is_found_shrunk_and_written_as_a_scenario_that_replays_it() {
+    let out = tempfile::tempdir().unwrap();
+    let run = kubechaos()
+        .args(["explore", "agent-give-up"])
+        .args(BUDGET)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("FOUND  leader-reacquired default/agent-lock"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("explore: 16/16 runs"), "progress: {stderr}");
+    let files: Vec<PathBuf> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "one file per violated invariant: {files:?}");
+    let file = &files[0];
+    let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("agent-give-up-") && name.len() == "agent-give-up-".len() + 8,
+        "{name}"
+    );
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.starts_with("# Found by `kubechaos explore topologies/agent-give-up.yaml --runs 16 --seed 3 --max-faults 3`"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "# Replay: kubechaos scenario {} --seed 3",
+            file.display()
+        )),
+        "{text}"
+    );
+    let faults = text.split("\nfaults:\n").nth(1).unwrap().lines().count();
+    assert!(
+        (1..=2).contains(&faults),
+        "shrunk to one or two faults:\n{text}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "replay: kubechaos scenario {} --seed 3",
+            file.display()
+        )),
+        "{stdout}"
+    );
+
+    // An ordinary scenario file: it validates, and replays to the same violation.
+    kubechaos().arg("validate").arg(file).assert().code(0);
+    kubechaos()
+        .arg("scenario")
+        .arg(file)
+        .args(["--seed", "3"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "FAIL  leader-reacquired default/agent-lock",
+        ))
+        .stdout(predicate::str::contains(
+            "PASS  single-leader default/agent-lock",
+        ));
+}
+
+#[test]
+fn a_correct_agent_gives_nothing_with_the_same_budget() {
+    let out = tempfile::tempdir().unwrap();
+    kubechaos()
+        .args(["explore", "agent-correct"])
+        .args(BUDGET)
+        .arg("--out")
+        .arg(out.path())
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("16 run(s) in"))
+        .stdout(predicate::str::contains(": 0 violated an invariant"))
+        .stdout(predicate::str::contains("nothing found"));
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_shard_runs_its_part_of_the_cases_and_bad_input_is_exit_2() {
+    let out = tempfile::tempdir().unwrap();
+    kubechaos()
+        .args([
+            "explore",
+            "agent-correct",
+            "--runs",
+            "5",
+            "--shard",
+            "1/2",
+            "-j",
+            "1",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("2 run(s) (shard 1/2 of 5)"));
+    kubechaos()
+        .args(["explore", "agent-correct", "--shard", "2/2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("expected 0 <= I < N"));
+    kubechaos()
+        .args(["explore", "no-such-topology"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "looked for topologies/no-such-topology.yaml",
+        ));
+    // A topology whose invariants wait for a step id cannot take generated faults.
+    kubechaos()
+        .args(["explore", "harness/tests/fixtures/kube-generic.yaml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("anchored with `after:`"));
+}
