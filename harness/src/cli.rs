@@ -379,8 +379,8 @@ struct ExploreArgs {
     /// At most this many runs to shrink one violation.
     #[arg(long, default_value_t = 300)]
     max_shrink_runs: usize,
-    /// Virtual milliseconds per simulation step.
-    #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
+    /// Virtual milliseconds per simulation step (the written files replay with it).
+    #[arg(long, default_value_t = crate::explore::TICK_MS, value_name = "MS", hide_short_help = true)]
     tick_ms: u64,
 }
 

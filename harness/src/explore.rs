@@ -27,6 +27,11 @@ use crate::run::{self, RunOptions};
 use crate::scenario::duration::human;
 use crate::scenario::{self, Scenario};
 
+/// Virtual milliseconds per simulation step while exploring: five times the sim's default,
+/// which keeps the shipped scenarios' and traps' verdicts (checked) and runs about three times
+/// faster (docs/benchmarks.md). The files it writes say to replay with it.
+pub const TICK_MS: u64 = 100;
+
 /// How to explore.
 #[derive(Clone, Debug)]
 pub struct ExploreOptions {
@@ -56,7 +61,7 @@ impl Default for ExploreOptions {
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
-            tick_ms: crate::backend::sim::DEFAULT_TICK_MS,
+            tick_ms: TICK_MS,
             max_shrink_runs: 300,
         }
     }

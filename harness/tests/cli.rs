@@ -258,6 +258,25 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
     }
 }
 
+/// Found by `kubechaos explore` on the control-plane topology: an instant API-server restart
+/// right before a probe pod is created. The sim's watch lost what happened between two watches;
+/// now it holds, as it does upstream.
+#[test]
+fn an_instant_api_restart_found_by_explore_holds() {
+    kubechaos()
+        .args([
+            "scenario",
+            &fixture("control-plane-a1fb329d.yaml"),
+            "--seed",
+            "1",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "PASS  schedulable: probe pod kubechaos/probe-3",
+        ));
+}
+
 #[test]
 fn bad_flags_and_missing_scenarios_are_exit_2() {
     kubechaos()

@@ -88,7 +88,7 @@ fn a_give_up_agent_is_found_shrunk_and_written_as_a_scenario_that_replays_it() {
     kubechaos()
         .arg("scenario")
         .arg(file)
-        .args(["--seed", "3"])
+        .args(["--seed", "3", "--tick-ms", "100"])
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
@@ -152,4 +152,47 @@ fn a_shard_runs_its_part_of_the_cases_and_bad_input_is_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("anchored with `after:`"));
+}
+
+/// Explorations step the sim 100 ms at a time: every shipped scenario and every trap must keep
+/// each invariant's verdict at that step.
+#[test]
+fn the_exploration_step_keeps_every_shipped_verdict() {
+    use kubechaos::run::{run, RunOptions};
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for trap in [
+        "trap-schedulers",
+        "trap-controller-managers",
+        "trap-both",
+        "never-schedulable",
+    ] {
+        files.push(repo().join(format!("harness/tests/fixtures/{trap}.yaml")));
+    }
+    files.sort();
+    for f in files {
+        let s = kubechaos::scenario::load(&f).unwrap();
+        let verdicts = |tick_ms: u64| -> Vec<(String, bool)> {
+            run(
+                &s,
+                &RunOptions {
+                    tick: std::time::Duration::from_millis(tick_ms),
+                    ..RunOptions::default()
+                },
+            )
+            .unwrap()
+            .verdicts
+            .into_iter()
+            .map(|v| (v.label, v.held))
+            .collect()
+        };
+        assert_eq!(
+            verdicts(kubechaos::explore::TICK_MS),
+            verdicts(kubechaos::backend::sim::DEFAULT_TICK_MS),
+            "{}",
+            f.display()
+        );
+    }
 }

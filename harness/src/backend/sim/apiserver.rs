@@ -111,7 +111,8 @@ impl ApiServer {
         response
     }
 
-    /// A watch on a collection, from `resourceVersion` (default: now).
+    /// A watch on a collection, from `resourceVersion`; without one (or with "0"), from now,
+    /// starting with the current objects as ADDED events.
     async fn watch(&self, path: &str, query: &str) -> Response<Full<Bytes>> {
         let Some((r, ns, None, None)) = parse_path(path) else {
             return status(
@@ -128,15 +129,29 @@ impl ApiServer {
             .and_then(|t| t.parse::<u64>().ok())
             .map_or(WATCH_MAX, |t| Duration::from_secs(t).min(WATCH_MAX));
         let deadline = tokio::time::Instant::now() + wait;
-        let mut after = query_param(query, "resourceVersion")
+        let from = query_param(query, "resourceVersion")
             .and_then(|v| v.parse::<u64>().ok())
-            .filter(|v| *v > 0)
-            .unwrap_or_else(|| self.store.lock().expect("store lock").revision());
+            .filter(|v| *v > 0);
+        // No resourceVersion, or "0": as upstream, the watch starts at the current state and
+        // begins with a synthetic ADDED event for every object that exists then.
+        let mut initial = Vec::new();
+        let mut after = match from {
+            Some(v) => v,
+            None => {
+                let store = self.store.lock().expect("store lock");
+                for o in store.list(r, ns.as_deref()) {
+                    if label_sel.matches(&labels(o)) && field_matches(o, &field_sel) {
+                        initial.push(json!({"type": "ADDED", "object": o}));
+                    }
+                }
+                store.revision()
+            }
+        };
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let mut lines = Vec::new();
+            let mut lines = std::mem::take(&mut initial);
             match self
                 .store
                 .lock()
