@@ -344,7 +344,7 @@ struct ScenarioArgs {
     #[arg(long)]
     keep: bool,
     /// Virtual milliseconds per simulation step (sim).
-    #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true)]
+    #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     tick_ms: u64,
     /// Print the plan (each step, how it is carried out, what undoes it) and touch nothing.
     #[arg(long)]
@@ -380,7 +380,7 @@ struct ExploreArgs {
     #[arg(long, default_value_t = 300)]
     max_shrink_runs: usize,
     /// Virtual milliseconds per simulation step (the written files replay with it).
-    #[arg(long, default_value_t = crate::explore::TICK_MS, value_name = "MS", hide_short_help = true)]
+    #[arg(long, default_value_t = crate::explore::TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     tick_ms: u64,
 }
 
@@ -559,13 +559,6 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return print_load_error(&e),
     };
-    if args.tick_ms == 0 || args.tick_ms > 1000 {
-        eprintln!(
-            "kubechaos: --tick-ms {} is out of range; expected 1 to 1000",
-            args.tick_ms
-        );
-        return exit::BAD_INPUT;
-    }
     let opts = RunOptions {
         backend: args.backend,
         seed: args.seed,
@@ -821,13 +814,6 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return print_load_error(&e),
     };
-    if args.tick_ms == 0 || args.tick_ms > 1000 {
-        eprintln!(
-            "kubechaos: --tick-ms {} is out of range; expected 1 to 1000",
-            args.tick_ms
-        );
-        return exit::BAD_INPUT;
-    }
     let problems = crate::backend::check(BackendKind::Sim, Default::default(), &s);
     if !problems.is_empty() {
         return print_unsupported(&s, "sim", problems);
