@@ -454,19 +454,8 @@ fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
     let dir = tempfile::tempdir().unwrap();
     // A cluster nobody listens for: the guard must decide before any connection.
     let kubeconfig = unreachable_kubeconfig(dir.path());
-    let run = |extra: &[&str]| {
-        let mut c = kubechaos();
-        c.args([
-            "scenario",
-            &fixture("kube-generic.yaml"),
-            "--backend",
-            "kube",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(extra);
-        c.assert()
-    };
+    let run =
+        |extra: &[&str]| kube_scenario(&fixture("kube-generic.yaml"), &kubeconfig, extra).assert();
     run(&[]).code(2).stderr(predicate::str::contains(
         "refusing to touch context `prod-eu-1`: it does not look disposable",
     ));
@@ -484,18 +473,8 @@ fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, "allow-contexts: [prod-eu-1]\n").unwrap();
     run(&["--config", config.to_str().unwrap(), "--dry-run"]).code(0);
-    let mut by_env = kubechaos();
-    by_env
+    kube_scenario(&fixture("kube-generic.yaml"), &kubeconfig, &["--dry-run"])
         .env("KUBECHAOS_CONFIG", &config)
-        .args([
-            "scenario",
-            &fixture("kube-generic.yaml"),
-            "--backend",
-            "kube",
-            "--dry-run",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
         .assert()
         .code(0);
     std::fs::write(&config, "allow-contexts: prod-eu-1\nretries: 3\n").unwrap();
@@ -511,6 +490,16 @@ fn the_kube_backend_refuses_contexts_that_do_not_look_disposable() {
         .stderr(predicate::str::contains(
             "cannot reach the cluster's API server",
         ));
+}
+
+/// `kubechaos scenario FILE --backend kube --kubeconfig KUBECONFIG EXTRA...`.
+fn kube_scenario(file: &str, kubeconfig: &Path, extra: &[&str]) -> Command {
+    let mut c = kubechaos();
+    c.args(["scenario", file, "--backend", "kube"])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(extra);
+    c
 }
 
 /// A throwaway kubeconfig whose cluster nobody listens for, with the contexts the tests name.
@@ -534,19 +523,8 @@ fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
 fn each_provider_refuses_what_it_cannot_do_and_lists_what_it_can() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = unreachable_kubeconfig(dir.path());
-    let run = |extra: &[&str]| {
-        let mut c = kubechaos();
-        c.args([
-            "scenario",
-            &fixture("kube-machine.yaml"),
-            "--backend",
-            "kube",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(extra);
-        c.assert()
-    };
+    let run =
+        |extra: &[&str]| kube_scenario(&fixture("kube-machine.yaml"), &kubeconfig, extra).assert();
     // kind (from the context name): everything but a partition that singles out a component.
     let kind = run(&["--context", "kind-chaos"])
         .code(2)
@@ -617,11 +595,12 @@ fn each_provider_refuses_what_it_cannot_do_and_lists_what_it_can() {
             "cannot reach the cluster's API server",
         ));
     // --dry-run says how each fault is carried out by the provider.
-    kubechaos()
-        .args(["scenario", &fixture("kube-kind.yaml"), "--backend", "kube", "--context", "k3d-ci", "--provider", "kind", "--dry-run"])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .assert()
+    kube_scenario(
+        &fixture("kube-kind.yaml"),
+        &kubeconfig,
+        &["--context", "k3d-ci", "--provider", "kind", "--dry-run"],
+    )
+    .assert()
         .code(0)
         .stdout(predicate::str::contains("via kind: in each control-plane node container: mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/"))
         .stdout(predicate::str::contains("via kind: docker pause node-1\n           undone by: docker unpause node-1"))
