@@ -61,6 +61,12 @@ enum Command {
         after_help = "Examples:\n  kubechaos explore agent-give-up                    topologies/agent-give-up.yaml, 200 schedules\n  kubechaos explore control-plane --runs 2000 --max-faults 5 --seed 7\n  kubechaos explore my-topology.yaml --shard 2/8 --out found/   one machine of eight\n\nA topology is a scenario file: its cluster and invariants are kept, its faults generated (API-server\nstops, crashes and restarts, kills, removals, partitions with the API server, one way or both,\nleader-targeted or by replica). Case K is the same wherever it runs (its schedule comes from\n--seed and K alone), so N shards of --runs R run exactly the R cases of one exploration.\nEach violated invariant's first case is shrunk (fewer faults, shorter, earlier, simpler) and\nwritten to OUT/TOPOLOGY-HASH.yaml with the command that replays it.\nExit codes: 0 nothing violated, 1 violations found (files written), 2 bad input, 3 the\nenvironment failed."
     )]
     Explore(ExploreArgs),
+    /// Render an events file (written by --events or --events-dir) as the HTML report, the same
+    /// page that --report writes during the run.
+    #[command(
+        after_help = "Examples:\n  kubechaos report run.jsonl                     writes run.html\n  kubechaos report events/api-restart.jsonl -o api-restart.html\n\nThe page needs no network: open it in any browser. Hover over an item for its details, click\nto keep them (the address then names the item: #item=ID).\nExit codes: 0 written, 2 the events file cannot be read or is not one, 3 the report cannot be\nwritten."
+    )]
+    Report(ReportArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).
     List,
     /// Check scenario files (or directories of them) without running anything.
@@ -337,6 +343,10 @@ struct ScenarioArgs {
     /// Write a JSON summary (each invariant's verdict and message, the exit code).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write the HTML report: one self-contained page with the run's timeline (faults, lease
+    /// holders, processes, nodes, probe pods, each invariant's window and verdict).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Show every observed event, not only the notable ones.
     #[arg(short, long)]
     verbose: bool,
@@ -385,6 +395,16 @@ struct ExploreArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// The events file (JSON lines).
+    #[arg(value_name = "EVENTS.jsonl")]
+    events: PathBuf,
+    /// Where to write the page (default: the events file with `.html` in place of its extension).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 struct SuiteArgs {
     /// Scenario files or directories of them (default: ./scenarios).
     #[arg(value_name = "PATH")]
@@ -404,6 +424,9 @@ struct SuiteArgs {
     /// Write each scenario's observed timeline to DIR/NAME.jsonl (the reports name them).
     #[arg(long, value_name = "DIR")]
     events_dir: Option<PathBuf>,
+    /// Write each scenario's HTML report to DIR/NAME.html (the reports name them).
+    #[arg(long, value_name = "DIR")]
+    report_dir: Option<PathBuf>,
     #[command(flatten)]
     target: TargetArgs,
 }
@@ -432,6 +455,7 @@ pub fn main() -> i32 {
         Command::Scenario(args) => scenario_cmd(&args),
         Command::Suite(args) => suite_cmd(&args),
         Command::Explore(args) => explore_cmd(&args),
+        Command::Report(args) => report_cmd(&args),
         Command::List => list_cmd(),
         Command::Validate {
             paths,
@@ -571,6 +595,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         (&args.events, "events"),
         (&args.junit, "JUnit report"),
         (&args.json, "JSON summary"),
+        (&args.report, "HTML report"),
     ] {
         if let Some(path) = path {
             if let Err(code) = check_writable(path, what) {
@@ -647,13 +672,13 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         },
         outcome.wall.as_secs_f64()
     );
-    if let Some(path) = &args.events {
-        let mut buf = Vec::new();
-        crate::events::write_jsonl(&outcome.events, &mut buf).expect("writing to memory");
-        if let Err(code) = write_file(path, &buf, "events") {
-            return code;
+    if let Err(code) = write_run_files(&outcome, args.events.as_deref(), args.report.as_deref()) {
+        return code;
+    }
+    for (path, what) in [(&args.events, "events"), (&args.report, "report")] {
+        if let Some(path) = path {
+            println!("{what}: {}", path.display());
         }
-        println!("events: {}", path.display());
     }
     let code = if outcome.held() {
         exit::HELD
@@ -664,6 +689,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         scenario: &s,
         outcome: Ok(&outcome),
         events_path: args.events.as_deref(),
+        report_path: args.report.as_deref(),
     }];
     if let Err(code) = write_reports(
         &entries,
@@ -679,6 +705,96 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         println!("replay: {}", replay_command(args));
     }
     code
+}
+
+/// Write a run's events file and its HTML report, where asked.
+fn write_run_files(
+    outcome: &run::Outcome,
+    events: Option<&Path>,
+    report: Option<&Path>,
+) -> Result<(), i32> {
+    if let Some(path) = events {
+        let mut buf = Vec::new();
+        crate::events::write_jsonl(&outcome.events, &mut buf).expect("writing to memory");
+        write_file(path, &buf, "events")?;
+    }
+    if let Some(path) = report {
+        let page = crate::report::html::render(&outcome.events)
+            .expect("a run's own events start with run-started");
+        write_file(path, page.as_bytes(), "HTML report")?;
+    }
+    Ok(())
+}
+
+fn report_cmd(args: &ReportArgs) -> i32 {
+    let path = &args.events;
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => {
+                eprintln!(
+                    "kubechaos report: {}: not text; expected JSON lines as written by `kubechaos scenario --events FILE`",
+                    path.display()
+                );
+                return exit::BAD_INPUT;
+            }
+        },
+        Err(e) => {
+            eprintln!(
+                "kubechaos report: cannot read {}: {e}; expected an events file written by `kubechaos scenario --events FILE`",
+                path.display()
+            );
+            return exit::BAD_INPUT;
+        }
+    };
+    let events = match crate::events::read_jsonl(&text) {
+        Ok(ev) => ev,
+        Err(e) => {
+            eprintln!(
+                "{}:{}:{}: not a kubechaos event: {}; expected one JSON object per line as written by `kubechaos scenario --events FILE`",
+                path.display(),
+                e.line,
+                e.column,
+                e.message
+            );
+            return exit::BAD_INPUT;
+        }
+    };
+    let page = match crate::report::html::render(&events) {
+        Ok(p) => p,
+        Err(crate::report::html::ModelError::NoRunStarted) => {
+            eprintln!(
+                "{}:1:1: no run-started event; expected an events file written by `kubechaos scenario --events FILE` (it starts with one)",
+                path.display()
+            );
+            return exit::BAD_INPUT;
+        }
+    };
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| path.with_extension("html"));
+    if out == *path {
+        eprintln!(
+            "kubechaos report: the report would overwrite its events file {}; give another with -o FILE",
+            path.display()
+        );
+        return exit::BAD_INPUT;
+    }
+    if let Err(code) = write_file(&out, page.as_bytes(), "HTML report") {
+        return code;
+    }
+    let judged = events
+        .iter()
+        .any(|e| matches!(e.kind, crate::events::EventKind::InvariantJudged { .. }));
+    if !judged {
+        eprintln!(
+            "kubechaos report: {} has no verdicts (written before kubechaos recorded them); the page shows the timeline without them",
+            path.display()
+        );
+    }
+    println!("report: {}", out.display());
+    exit::HELD
 }
 
 /// Write the JUnit report and the JSON summary, where asked.
@@ -1014,7 +1130,7 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
             }
         }
     }
-    if let Some(dir) = &args.events_dir {
+    for dir in [&args.events_dir, &args.report_dir].into_iter().flatten() {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("kubechaos suite: cannot create {}: {e}", dir.display());
             return exit::ENVIRONMENT;
@@ -1039,21 +1155,24 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
     let started = std::time::Instant::now();
     let mut results: Vec<Result<run::Outcome, String>> = Vec::new();
     let mut events_paths: Vec<Option<PathBuf>> = Vec::new();
+    let mut report_paths: Vec<Option<PathBuf>> = Vec::new();
     let mut interrupted = false;
     for s in &scenarios {
         let result = run::run_with_progress(s, &opts, &mut |line| eprintln!("    {line}"));
-        let events_path = match (&result, &args.events_dir) {
-            (Ok(o), Some(dir)) => {
-                let path = dir.join(format!("{}.jsonl", s.name));
-                let mut buf = Vec::new();
-                crate::events::write_jsonl(&o.events, &mut buf).expect("writing to memory");
-                if let Err(code) = write_file(&path, &buf, "events") {
-                    return code;
-                }
-                Some(path)
-            }
-            _ => None,
+        let in_dir = |dir: &Option<PathBuf>, ext: &str| {
+            dir.as_ref()
+                .filter(|_| result.is_ok())
+                .map(|d| d.join(format!("{}.{ext}", s.name)))
         };
+        let (events_path, report_path) = (
+            in_dir(&args.events_dir, "jsonl"),
+            in_dir(&args.report_dir, "html"),
+        );
+        if let Ok(o) = &result {
+            if let Err(code) = write_run_files(o, events_path.as_deref(), report_path.as_deref()) {
+                return code;
+            }
+        }
         let result = match result {
             Ok(o) => {
                 let held = o.verdicts.iter().filter(|v| v.held).count();
@@ -1081,6 +1200,7 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
         };
         results.push(result);
         events_paths.push(events_path);
+        report_paths.push(report_path);
         if interrupted {
             break;
         }
@@ -1110,11 +1230,12 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
     let entries: Vec<Entry<'_>> = scenarios
         .iter()
         .zip(&results)
-        .zip(&events_paths)
-        .map(|((s, r), e)| Entry {
+        .zip(events_paths.iter().zip(&report_paths))
+        .map(|((s, r), (e, h))| Entry {
             scenario: s,
             outcome: r.as_ref().map_err(Clone::clone),
             events_path: e.as_deref(),
+            report_path: h.as_deref(),
         })
         .collect();
     if let Err(code) = write_reports(

@@ -73,6 +73,10 @@ pub enum EventKind {
         renew_ms: Option<u64>,
         /// `leaseTransitions`.
         transitions: u32,
+        /// `leaseDurationSeconds`, in milliseconds: a holder that has not renewed for this long
+        /// has lost the lease.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
     },
     /// A candidate reports that it believes it leads and acts as leader.
     LeadingStarted {
@@ -137,6 +141,24 @@ pub enum EventKind {
         /// The note.
         message: String,
     },
+    /// An invariant was judged on the timeline (recorded after the run, at its end, so that the
+    /// events file alone can be rendered again as a report).
+    InvariantJudged {
+        /// Index of the invariant in `expect:`.
+        invariant: usize,
+        /// `leader-reacquired kube-system/kube-scheduler`.
+        label: String,
+        /// Whether it held.
+        held: bool,
+        /// The measured figure, or what was expected, seen and when.
+        message: String,
+        /// When its window opened, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor_ms: Option<u64>,
+        /// When its window closed, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline_ms: Option<u64>,
+    },
     /// The run ended.
     RunEnded {},
 }
@@ -194,12 +216,43 @@ pub fn write_jsonl(events: &[Event], out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
+/// A line of an events file that is not an event.
+#[derive(Debug, PartialEq, Eq)]
+pub struct JsonlError {
+    /// 1-based line in the file.
+    pub line: usize,
+    /// 1-based column in that line.
+    pub column: usize,
+    /// What serde said.
+    pub message: String,
+}
+
+impl std::fmt::Display for JsonlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
 /// Read events written by [`write_jsonl`].
-pub fn read_jsonl(text: &str) -> Result<Vec<Event>, String> {
+pub fn read_jsonl(text: &str) -> Result<Vec<Event>, JsonlError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                let message = e.to_string();
+                // serde_json ends its message with its own position in the line: drop it.
+                let message = match message.rfind(" at line ") {
+                    Some(k) => message[..k].to_owned(),
+                    None => message,
+                };
+                JsonlError {
+                    line: i + 1,
+                    column: e.column().max(1),
+                    message,
+                }
+            })
+        })
         .collect()
 }
 
@@ -246,6 +299,7 @@ mod tests {
                     holder: Some("p_1".into()),
                     renew_ms: Some(6),
                     transitions: 0,
+                    duration_ms: Some(15_000),
                 },
             },
             Event {

@@ -25,6 +25,9 @@ use tokio::sync::mpsc;
 use crate::events::{EventKind, Recorder};
 use crate::recover::{self, RecoverError, Workload};
 
+/// What the observer last recorded of a Lease: holder, renew time, transitions, duration.
+type LeaseSeen = (Option<String>, Option<u64>, u32, Option<u64>);
+
 /// How long the observer waits before it tries the API server again.
 pub const RETRY: Duration = Duration::from_secs(1);
 /// How long `delete-pods` waits for the deleted pods to be gone (kubectl's default grace period
@@ -118,9 +121,9 @@ impl Observer {
         let leases = self.follow(
             Api::<Lease>::all(client.clone()),
             &reach,
-            |this,
-             seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>,
-             s: Seen<'_, Lease>| s.each(|l| this.lease(seen, l)),
+            |this, seen: &mut BTreeMap<String, LeaseSeen>, s: Seen<'_, Lease>| {
+                s.each(|l| this.lease(seen, l))
+            },
         );
         let nodes = self.follow(
             Api::<Node>::all(client.clone()),
@@ -490,7 +493,7 @@ impl Observer {
         }
     }
 
-    fn lease(&self, seen: &mut BTreeMap<String, (Option<String>, Option<u64>, u32)>, l: &Lease) {
+    fn lease(&self, seen: &mut BTreeMap<String, LeaseSeen>, l: &Lease) {
         let ns = l.metadata.namespace.clone().unwrap_or_default();
         let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
         if !self.leases.contains(&key) {
@@ -504,6 +507,9 @@ impl Observer {
                 .map(|h| self.holder_name(&key, h)),
             spec.renew_time.as_ref().map(|t| self.since_start_ms(&t.0)),
             spec.lease_transitions.unwrap_or(0).max(0) as u32,
+            spec.lease_duration_seconds
+                .filter(|s| *s > 0)
+                .map(|s| s as u64 * 1000),
         );
         if seen.get(&key) != Some(&now) {
             self.recorder.record(EventKind::LeaseObserved {
@@ -511,6 +517,7 @@ impl Observer {
                 holder: now.0.clone(),
                 renew_ms: now.1,
                 transitions: now.2,
+                duration_ms: now.3,
             });
             seen.insert(key, now);
         }

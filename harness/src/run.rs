@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::backend::{self, BackendError, BackendKind};
-use crate::events::Event;
+use crate::events::{Event, EventKind};
 use crate::invariants::{judge, Verdict};
 pub use crate::plan::Plan;
 use crate::scenario::Scenario;
@@ -97,12 +97,39 @@ pub fn run_with_progress(
     };
     let wall = started.elapsed();
     let verdicts = judge(s, &events);
+    let events = with_verdicts(events, &verdicts);
     Ok(Outcome {
         plan,
         events,
         verdicts,
         wall,
     })
+}
+
+/// The timeline with the verdicts recorded at its end (before `run-ended`), so that an events
+/// file holds everything a report shows.
+fn with_verdicts(mut events: Vec<Event>, verdicts: &[Verdict]) -> Vec<Event> {
+    let end = events.last().map(|e| e.t_ms).unwrap_or(0);
+    let ended = match events.last() {
+        Some(Event {
+            kind: EventKind::RunEnded {},
+            ..
+        }) => events.pop(),
+        _ => None,
+    };
+    events.extend(verdicts.iter().map(|v| Event {
+        t_ms: end,
+        kind: EventKind::InvariantJudged {
+            invariant: v.index,
+            label: v.label.clone(),
+            held: v.held,
+            message: v.message.clone(),
+            anchor_ms: v.anchor_ms,
+            deadline_ms: v.deadline_ms,
+        },
+    }));
+    events.extend(ended);
+    events
 }
 
 #[cfg(test)]

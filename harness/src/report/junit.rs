@@ -1,23 +1,24 @@
 //! JUnit XML: one testsuite per scenario, one testcase per invariant, the violation text as the
-//! failure message; a scenario that could not run is one testcase in error.
+//! failure message; a scenario that could not run is one testcase in error. Each testcase's
+//! system-out names the run's events file and HTML report, where written.
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use std::path::Path;
 use std::time::Duration;
 
 use super::Entry;
 
-/// Render runs as JUnit XML. Each entry's events file, if written, is named in the system-out
-/// of its testcases.
+/// Render runs as JUnit XML.
 pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64) -> String {
     let mut report = Report::new("kubechaos");
     let mut total = Duration::ZERO;
     for e in entries {
         let s = e.scenario;
         let mut suite = TestSuite::new(format!("{} ({backend})", s.name));
-        let events = |out: &mut String, path: Option<&Path>| {
-            if let Some(p) = path {
-                out.push_str(&format!("events: {}\n", p.display()));
+        let files = |out: &mut String| {
+            for (what, path) in [("events", e.events_path), ("report", e.report_path)] {
+                if let Some(p) = path {
+                    out.push_str(&format!("{what}: {}\n", p.display()));
+                }
             }
         };
         match &e.outcome {
@@ -34,7 +35,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64) -> String {
                     let mut case = TestCase::new(v.label.clone(), status);
                     case.set_classname(format!("kubechaos.{}", s.name));
                     let mut out = format!("{}\nseed: {seed}\n", v.message);
-                    events(&mut out, e.events_path);
+                    files(&mut out);
                     case.set_system_out(out);
                     suite.add_test_case(case);
                 }

@@ -1,6 +1,7 @@
-//! Reports: the same events and verdicts feed the terminal, JUnit XML, the JSON summary and the
-//! events file.
+//! Reports: the same events and verdicts feed the terminal, JUnit XML, the JSON summary, the
+//! events file and the HTML report.
 
+pub mod html;
 pub mod junit;
 pub mod summary;
 pub mod terminal;
@@ -18,4 +19,6 @@ pub struct Entry<'a> {
     pub outcome: Result<&'a Outcome, String>,
     /// Where its events were written, if they were.
     pub events_path: Option<&'a Path>,
+    /// Where its HTML report was written, if it was.
+    pub report_path: Option<&'a Path>,
 }

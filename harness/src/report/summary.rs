@@ -36,6 +36,9 @@ pub struct ScenarioSummary {
     /// Its events file, when written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<String>,
+    /// Its HTML report, when written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
     /// One per invariant, in file order.
     pub invariants: Vec<InvariantSummary>,
 }
@@ -63,6 +66,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                 wall_seconds: o.wall.as_secs_f64(),
                 error: None,
                 events: e.events_path.map(|p| p.display().to_string()),
+                report: e.report_path.map(|p| p.display().to_string()),
                 invariants: o
                     .verdicts
                     .iter()
@@ -80,6 +84,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                 wall_seconds: 0.0,
                 error: Some(error.clone()),
                 events: None,
+                report: None,
                 invariants: Vec::new(),
             },
         })

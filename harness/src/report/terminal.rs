@@ -83,6 +83,8 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
                 if *ready { "Ready" } else { "not Ready" },
                 if *tainted { ", tainted" } else { "" }
             )),
+            // The verdict section says these.
+            EventKind::InvariantJudged { .. } => None,
             other if verbose => Some(format!("{other:?}")),
             _ => None,
         };

@@ -1,0 +1,1019 @@
+//! The HTML report: one self-contained file (no network needed to open it) that shows a run on
+//! one time axis. The timeline is turned here into lanes of spans and marks (the part that knows
+//! Kubernetes: lease holders and expiries, processes, nodes, probe pods, invariant windows);
+//! `report.js`, inlined in the page, only draws them and shows an item's details.
+//!
+//! Built from the events alone, so `kubechaos report EVENTS.jsonl` renders an old run the same
+//! as the run itself did.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::events::{fmt_ms, identity_process, Event, EventKind};
+
+/// Everything the page draws.
+#[derive(Debug, Serialize)]
+pub struct Model {
+    /// Scenario name.
+    pub scenario: String,
+    /// `sim`, `local`, `kube`.
+    pub backend: String,
+    /// The seed (sim).
+    pub seed: u64,
+    /// kubechaos version that ran it.
+    pub version: String,
+    /// Planned length of the run.
+    pub duration_ms: u64,
+    /// Time of the last event: the right end of the axis.
+    pub end_ms: u64,
+    /// Invariants held and violated; `None` when the events file has no verdicts.
+    pub verdicts: Option<(usize, usize)>,
+    /// Each violated invariant: `label: message`.
+    pub violations: Vec<String>,
+    /// Lanes in groups, in drawing order.
+    pub groups: Vec<Group>,
+}
+
+/// A group of lanes under a heading.
+#[derive(Debug, Serialize)]
+pub struct Group {
+    /// `faults`, `leases`, `processes`, `nodes`, `pods`, `deployments`, `invariants`.
+    pub name: &'static str,
+    /// Its lanes.
+    pub lanes: Vec<Lane>,
+}
+
+/// One row of the chart.
+#[derive(Debug, Serialize)]
+pub struct Lane {
+    /// Unique in the report: `lease:kube-system/kube-scheduler`, `process:api-server`.
+    pub id: String,
+    /// The row's label.
+    pub label: String,
+    /// Intervals, drawn as bars.
+    pub spans: Vec<Span>,
+    /// Moments, drawn as ticks.
+    pub marks: Vec<Mark>,
+}
+
+/// An interval of a lane.
+#[derive(Debug, Serialize)]
+pub struct Span {
+    /// Start, ms since the run started.
+    pub from: u64,
+    /// End.
+    pub to: u64,
+    /// What it is (a CSS class): `fault`, `holder`, `expired`, `up`, `down`, `leading`, `ready`,
+    /// `not-ready`, `pending`, `bound`, `available`, `unavailable`, `held`, `violated`, `window`.
+    pub class: &'static str,
+    /// Colour index for `holder` spans (the same process has the same colour in every lane).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub colour: Option<usize>,
+    /// Short text drawn inside the bar when it fits.
+    pub text: String,
+    /// What hovering or clicking shows.
+    pub detail: String,
+}
+
+/// A moment of a lane.
+#[derive(Debug, Serialize)]
+pub struct Mark {
+    /// When, ms since the run started.
+    pub at: u64,
+    /// What it is (a CSS class): `fault`, `renew`, `expiry`, `exit`, `start`, `note`, `bound`,
+    /// `anchor`, `deadline`.
+    pub class: &'static str,
+    /// What hovering or clicking shows.
+    pub detail: String,
+}
+
+impl Lane {
+    fn new(id: String, label: String) -> Self {
+        Lane {
+            id,
+            label,
+            spans: Vec::new(),
+            marks: Vec::new(),
+        }
+    }
+
+    fn span(&mut self, from: u64, to: u64, class: &'static str, text: String, detail: String) {
+        self.spans.push(Span {
+            from,
+            to: to.max(from),
+            class,
+            colour: None,
+            text,
+            detail,
+        });
+    }
+
+    fn mark(&mut self, at: u64, class: &'static str, detail: String) {
+        self.marks.push(Mark { at, class, detail });
+    }
+}
+
+/// Why an events file cannot be drawn.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ModelError {
+    /// It has no `run-started` event.
+    NoRunStarted,
+}
+
+/// Colours for lease holders: processes in order of first appearance.
+#[derive(Default)]
+struct Palette(BTreeMap<String, usize>);
+
+impl Palette {
+    fn of(&mut self, process: &str) -> usize {
+        let next = self.0.len();
+        *self.0.entry(process.to_owned()).or_insert(next)
+    }
+}
+
+/// Build the lanes of a run from its events.
+pub fn model(events: &[Event]) -> Result<Model, ModelError> {
+    let Some((scenario, backend, seed, version, duration_ms)) =
+        events.iter().find_map(|e| match &e.kind {
+            EventKind::RunStarted {
+                scenario,
+                backend,
+                seed,
+                version,
+                duration_ms,
+            } => Some((
+                scenario.clone(),
+                backend.clone(),
+                *seed,
+                version.clone(),
+                *duration_ms,
+            )),
+            _ => None,
+        })
+    else {
+        return Err(ModelError::NoRunStarted);
+    };
+    let end_ms = events
+        .iter()
+        .map(|e| e.t_ms)
+        .max()
+        .unwrap_or(0)
+        .max(duration_ms);
+    let mut palette = Palette::default();
+    let faults = fault_lanes(events);
+    let leases = lease_lanes(events, end_ms, &mut palette);
+    let processes = process_lanes(events, end_ms, &mut palette);
+    let nodes = node_lanes(events, end_ms);
+    let pods = pod_lanes(events, end_ms);
+    let deployments = deployment_lanes(events, end_ms);
+    let (invariants, (verdicts, violations)) = invariant_lanes(events, end_ms);
+    let groups = [
+        ("faults", faults),
+        ("leases", leases),
+        ("processes", processes),
+        ("nodes", nodes),
+        ("pods", pods),
+        ("deployments", deployments),
+        ("invariants", invariants),
+    ]
+    .into_iter()
+    .filter(|(_, lanes)| !lanes.is_empty())
+    .map(|(name, lanes)| Group { name, lanes })
+    .collect();
+    Ok(Model {
+        scenario,
+        backend,
+        seed,
+        version,
+        duration_ms,
+        end_ms,
+        verdicts,
+        violations,
+        groups,
+    })
+}
+
+/// A lane per fault step: a span from the step to its undoing (`for:`), or a mark for a step
+/// that is over at once (a restart, a kill).
+fn fault_lanes(events: &[Event]) -> Vec<Lane> {
+    let mut lanes: BTreeMap<usize, Lane> = BTreeMap::new();
+    let mut open: BTreeMap<usize, (u64, String, String)> = BTreeMap::new();
+    for e in events {
+        let EventKind::FaultApplied {
+            step,
+            id,
+            action,
+            undo,
+            detail,
+        } = &e.kind
+        else {
+            continue;
+        };
+        let lane = lanes.entry(*step).or_insert_with(|| {
+            Lane::new(
+                format!("fault:{step}"),
+                match id {
+                    Some(id) => format!("{action} ({id})"),
+                    None => action.clone(),
+                },
+            )
+        });
+        if *undo {
+            if let Some((from, action, detail)) = open.remove(step) {
+                lane.span(
+                    from,
+                    e.t_ms,
+                    "fault",
+                    action.clone(),
+                    format!(
+                        "step {step}: {action} from {} to {} ({detail})",
+                        fmt_ms(from),
+                        fmt_ms(e.t_ms)
+                    ),
+                );
+            }
+            lane.mark(
+                e.t_ms,
+                "fault",
+                format!("at {}: {action} ({detail})", fmt_ms(e.t_ms)),
+            );
+        } else {
+            lane.mark(
+                e.t_ms,
+                "fault",
+                format!("step {step} at {}: {action} ({detail})", fmt_ms(e.t_ms)),
+            );
+            // A step that is undone later (its `for:`) becomes a span then; one that is over at
+            // once (a restart, a kill) or lasts (a removal without `for:`) stays a mark.
+            open.insert(*step, (e.t_ms, action.clone(), detail.clone()));
+        }
+    }
+    lanes.into_values().collect()
+}
+
+/// A lane per lease: a bar per holder (coloured by its process), renewals as ticks, expiries
+/// (no renewal for `leaseDurationSeconds`) marked and the time nobody validly held it hatched.
+fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane> {
+    struct Held {
+        holder: String,
+        since: u64,
+        renew: u64,
+        duration: Option<u64>,
+    }
+    let mut lanes: BTreeMap<String, (Lane, Option<Held>)> = BTreeMap::new();
+    fn close(lane: &mut Lane, held: Held, at: u64, palette: &mut Palette) {
+        let expiry = held.duration.map(|d| held.renew + d).filter(|x| *x < at);
+        let until = expiry.unwrap_or(at);
+        let process = identity_process(&held.holder).to_owned();
+        lane.spans.push(Span {
+            from: held.since,
+            to: until.max(held.since),
+            class: "holder",
+            colour: Some(palette.of(&process)),
+            text: process.clone(),
+            detail: format!(
+                "held by {} from {} to {}{}",
+                held.holder,
+                fmt_ms(held.since),
+                fmt_ms(until),
+                match held.duration {
+                    Some(d) => format!(
+                        " (last renewal {}, lease duration {})",
+                        fmt_ms(held.renew),
+                        fmt_ms(d)
+                    ),
+                    None => format!(" (last renewal {})", fmt_ms(held.renew)),
+                }
+            ),
+        });
+        if let Some(x) = expiry {
+            lane.mark(
+                x,
+                "expiry",
+                format!(
+                    "expired at {}: {} last renewed at {} and did not renew within {}",
+                    fmt_ms(x),
+                    held.holder,
+                    fmt_ms(held.renew),
+                    fmt_ms(x - held.renew)
+                ),
+            );
+            lane.span(
+                x,
+                at,
+                "expired",
+                String::new(),
+                format!(
+                    "no valid holder from {} to {} (the lease had expired)",
+                    fmt_ms(x),
+                    fmt_ms(at)
+                ),
+            );
+        }
+    }
+    for e in events {
+        let EventKind::LeaseObserved {
+            lease,
+            holder,
+            renew_ms,
+            transitions,
+            duration_ms,
+        } = &e.kind
+        else {
+            continue;
+        };
+        let (lane, held) = lanes.entry(lease.clone()).or_insert_with(|| {
+            (
+                Lane::new(format!("lease:{lease}"), lease.clone()),
+                None::<Held>,
+            )
+        });
+        let renew = renew_ms.unwrap_or(e.t_ms).min(e.t_ms);
+        match (held.take(), holder) {
+            (Some(h), Some(new)) if h.holder == *new => {
+                let expired = h.duration.is_some_and(|d| h.renew + d < renew);
+                if expired {
+                    close(lane, h, renew, palette);
+                    *held = Some(Held {
+                        holder: new.clone(),
+                        since: renew,
+                        renew,
+                        duration: *duration_ms,
+                    });
+                } else {
+                    *held = Some(Held {
+                        renew,
+                        duration: duration_ms.or(h.duration),
+                        ..h
+                    });
+                }
+                lane.mark(
+                    renew,
+                    "renew",
+                    format!(
+                        "renewed by {new} at {} (observed at {}, {transitions} transitions)",
+                        fmt_ms(renew),
+                        fmt_ms(e.t_ms)
+                    ),
+                );
+            }
+            (previous, Some(new)) => {
+                if let Some(h) = previous {
+                    close(lane, h, e.t_ms, palette);
+                }
+                lane.mark(
+                    e.t_ms,
+                    "start",
+                    format!(
+                        "acquired by {new} (observed at {}, renewTime {}, {transitions} transitions)",
+                        fmt_ms(e.t_ms),
+                        fmt_ms(renew)
+                    ),
+                );
+                *held = Some(Held {
+                    holder: new.clone(),
+                    since: e.t_ms,
+                    renew,
+                    duration: *duration_ms,
+                });
+            }
+            (previous, None) => {
+                if let Some(h) = previous {
+                    close(lane, h, e.t_ms, palette);
+                }
+                lane.mark(
+                    e.t_ms,
+                    "exit",
+                    format!("released: no holder (observed at {})", fmt_ms(e.t_ms)),
+                );
+            }
+        }
+    }
+    lanes
+        .into_values()
+        .map(|(mut lane, held)| {
+            if let Some(h) = held {
+                close(&mut lane, h, end_ms, palette);
+            }
+            lane
+        })
+        .collect()
+}
+
+/// A lane per process: up from each start to its exit, down (with the reason) until it starts
+/// again; the time it believed it led, and what it said about itself.
+fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane> {
+    /// A process's lane and what is still open in it.
+    struct Proc {
+        lane: Lane,
+        /// Up since, as which start.
+        up: Option<(u64, u32)>,
+        /// Down since, and why.
+        down: Option<(u64, String)>,
+    }
+    /// The process's lane, made on first mention (lanes keep that order).
+    fn at<'a>(procs: &'a mut Vec<Proc>, p: &str) -> &'a mut Proc {
+        let i = match procs.iter().position(|x| x.lane.label == p) {
+            Some(i) => i,
+            None => {
+                procs.push(Proc {
+                    lane: Lane::new(format!("process:{p}"), p.to_owned()),
+                    up: None,
+                    down: None,
+                });
+                procs.len() - 1
+            }
+        };
+        &mut procs[i]
+    }
+    let mut procs: Vec<Proc> = Vec::new();
+    let mut leading: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut notes: Vec<(u64, String, String)> = Vec::new();
+    let leading_span = |from: u64, to: u64, colour: usize, detail: String| Span {
+        from,
+        to,
+        class: "leading",
+        colour: Some(colour),
+        text: String::new(),
+        detail,
+    };
+    for e in events {
+        let t = e.t_ms;
+        match &e.kind {
+            EventKind::ProcessStarted {
+                process,
+                incarnation,
+            } => {
+                let p = at(&mut procs, process);
+                if let Some((since, reason)) = p.down.take() {
+                    let detail = format!("down from {} to {}: {reason}", fmt_ms(since), fmt_ms(t));
+                    p.lane.span(since, t, "down", String::new(), detail);
+                }
+                let detail = format!("start #{incarnation} at {}", fmt_ms(t));
+                p.lane.mark(t, "start", detail);
+                p.up = Some((t, *incarnation));
+            }
+            EventKind::ProcessExited { process, reason } => {
+                let p = at(&mut procs, process);
+                if let Some((since, n)) = p.up.take() {
+                    let detail = format!(
+                        "running (start #{n}) from {} to {}",
+                        fmt_ms(since),
+                        fmt_ms(t)
+                    );
+                    p.lane.span(since, t, "up", format!("#{n}"), detail);
+                }
+                p.lane.mark(t, "exit", format!("{reason} at {}", fmt_ms(t)));
+                p.down = Some((t, reason.clone()));
+            }
+            EventKind::LeadingStarted { lease, identity } => {
+                leading.insert((lease.clone(), identity.clone()), t);
+            }
+            EventKind::LeadingStopped {
+                lease,
+                identity,
+                reason,
+            } => {
+                if let Some(since) = leading.remove(&(lease.clone(), identity.clone())) {
+                    let process = identity_process(identity);
+                    let detail = format!(
+                        "{identity} acted as leader of {lease} from {} to {} (stopped: {reason})",
+                        fmt_ms(since),
+                        fmt_ms(t)
+                    );
+                    let span = leading_span(since, t, palette.of(process), detail);
+                    at(&mut procs, process).lane.spans.push(span);
+                }
+            }
+            EventKind::ProcessNote { process, message } => {
+                notes.push((t, process.clone(), message.clone()));
+            }
+            _ => {}
+        }
+    }
+    for ((lease, identity), since) in leading {
+        let process = identity_process(&identity);
+        let detail = format!(
+            "{identity} acted as leader of {lease} from {} to the end",
+            fmt_ms(since)
+        );
+        let span = leading_span(since, end_ms, palette.of(process), detail);
+        at(&mut procs, process).lane.spans.push(span);
+    }
+    for (t, process, message) in notes {
+        let detail = format!("{process} at {}: {message}", fmt_ms(t));
+        at(&mut procs, &process).lane.mark(t, "note", detail);
+    }
+    procs
+        .into_iter()
+        .map(|mut p| {
+            if let Some((since, n)) = p.up {
+                let detail = format!("running (start #{n}) from {} to the end", fmt_ms(since));
+                p.lane.span(since, end_ms, "up", format!("#{n}"), detail);
+            }
+            if let Some((since, reason)) = p.down {
+                let detail = format!("down from {} to the end: {reason}", fmt_ms(since));
+                p.lane.span(since, end_ms, "down", String::new(), detail);
+            }
+            // Leading bars are drawn over the process's own bars.
+            p.lane.spans.sort_by_key(|s| (s.class == "leading", s.from));
+            p.lane
+        })
+        .collect()
+}
+
+/// Lanes of a state that events of one kind set, one lane per key (a node's readiness, a
+/// Deployment's availability): a span from each change to the next, the last to the end.
+fn state_lanes<S>(
+    events: &[Event],
+    end_ms: u64,
+    prefix: &str,
+    state_of: impl Fn(&EventKind) -> Option<(&String, S)>,
+    draw: impl Fn(&mut Lane, u64, u64, &S),
+) -> Vec<Lane> {
+    struct Open<S> {
+        lane: Lane,
+        since: u64,
+        state: S,
+    }
+    let mut lanes: BTreeMap<String, Open<S>> = BTreeMap::new();
+    for e in events {
+        let Some((key, state)) = state_of(&e.kind) else {
+            continue;
+        };
+        match lanes.get_mut(key) {
+            Some(open) => {
+                draw(&mut open.lane, open.since, e.t_ms, &open.state);
+                open.since = e.t_ms;
+                open.state = state;
+            }
+            None => {
+                let lane = Lane::new(format!("{prefix}:{key}"), key.clone());
+                lanes.insert(
+                    key.clone(),
+                    Open {
+                        lane,
+                        since: e.t_ms,
+                        state,
+                    },
+                );
+            }
+        }
+    }
+    lanes
+        .into_values()
+        .map(|mut open| {
+            draw(&mut open.lane, open.since, end_ms, &open.state);
+            open.lane
+        })
+        .collect()
+}
+
+/// A lane per node: Ready, not Ready, tainted.
+fn node_lanes(events: &[Event], end_ms: u64) -> Vec<Lane> {
+    state_lanes(
+        events,
+        end_ms,
+        "node",
+        |k| match k {
+            EventKind::NodeObserved {
+                node,
+                ready,
+                tainted,
+            } => Some((node, (*ready, *tainted))),
+            _ => None,
+        },
+        |lane, from, to, (ready, tainted)| {
+            let what = match (ready, tainted) {
+                (true, false) => "Ready",
+                (true, true) => "Ready, tainted",
+                (false, false) => "not Ready",
+                (false, true) => "not Ready, tainted",
+            };
+            let class = if *ready && !tainted {
+                "ready"
+            } else {
+                "not-ready"
+            };
+            let detail = format!("{what} from {} to {}", fmt_ms(from), fmt_ms(to));
+            lane.span(from, to, class, what.into(), detail);
+        },
+    )
+}
+
+/// A lane per probe pod (and any other pod the observer saw bound): pending from its creation
+/// to its binding, then bound.
+fn pod_lanes(events: &[Event], end_ms: u64) -> Vec<Lane> {
+    /// A pod as seen: created (by kubechaos, for an invariant), bound (to a node).
+    struct Seen {
+        pod: String,
+        created: Option<(u64, usize)>,
+        bound: Option<(u64, String)>,
+    }
+    let mut pods: Vec<Seen> = Vec::new();
+    let mut seen = |pod: &String| -> usize {
+        match pods.iter().position(|s| s.pod == *pod) {
+            Some(i) => i,
+            None => {
+                pods.push(Seen {
+                    pod: pod.clone(),
+                    created: None,
+                    bound: None,
+                });
+                pods.len() - 1
+            }
+        }
+    };
+    let mut changes: Vec<(usize, u64, &EventKind)> = Vec::new();
+    for e in events {
+        if let EventKind::ProbeCreated { pod, .. } | EventKind::PodBound { pod, .. } = &e.kind {
+            changes.push((seen(pod), e.t_ms, &e.kind));
+        }
+    }
+    for (i, t, kind) in changes {
+        match kind {
+            EventKind::ProbeCreated { invariant, .. } => pods[i].created = Some((t, *invariant)),
+            EventKind::PodBound { node, .. } if pods[i].bound.is_none() => {
+                pods[i].bound = Some((t, node.clone()))
+            }
+            _ => {}
+        }
+    }
+    pods.into_iter()
+        .map(
+            |Seen {
+                 pod,
+                 created,
+                 bound,
+             }| {
+                let mut lane = Lane::new(format!("pod:{pod}"), pod.clone());
+                if let Some((t, inv)) = created {
+                    lane.mark(
+                        t,
+                        "start",
+                        format!("created at {} (probe of invariant {inv})", fmt_ms(t)),
+                    );
+                    let until = bound.as_ref().map(|(b, _)| *b).unwrap_or(end_ms);
+                    lane.span(
+                        t,
+                        until,
+                        "pending",
+                        "pending".into(),
+                        match &bound {
+                            Some((b, _)) => format!(
+                                "pending from {} to {} ({} unbound)",
+                                fmt_ms(t),
+                                fmt_ms(*b),
+                                fmt_ms(b - t)
+                            ),
+                            None => format!("pending from {} and never bound", fmt_ms(t)),
+                        },
+                    );
+                }
+                if let Some((b, node)) = bound {
+                    lane.mark(b, "bound", format!("bound to {node} at {}", fmt_ms(b)));
+                    lane.span(
+                        b,
+                        end_ms,
+                        "bound",
+                        format!("on {node}"),
+                        format!("bound to {node} from {}", fmt_ms(b)),
+                    );
+                }
+                lane
+            },
+        )
+        .collect()
+}
+
+/// A lane per Deployment: available or not, with the counts.
+fn deployment_lanes(events: &[Event], end_ms: u64) -> Vec<Lane> {
+    state_lanes(
+        events,
+        end_ms,
+        "deployment",
+        |k| match k {
+            EventKind::DeploymentObserved {
+                deployment,
+                available,
+                desired,
+                ..
+            } => Some((deployment, (*available, *desired))),
+            _ => None,
+        },
+        |lane, from, to, (available, desired)| {
+            let class = if available >= desired && *desired > 0 {
+                "available"
+            } else {
+                "unavailable"
+            };
+            let detail = format!(
+                "{available} of {desired} replicas available from {} to {}",
+                fmt_ms(from),
+                fmt_ms(to)
+            );
+            lane.span(from, to, class, format!("{available}/{desired}"), detail);
+        },
+    )
+}
+
+/// Held and violated counts (none when nothing was judged), and each violation's text.
+type Verdicts = (Option<(usize, usize)>, Vec<String>);
+
+/// A lane per invariant: its window from the anchor to the deadline, coloured by the verdict,
+/// with the verdict's text; the counts and the violations for the page's top.
+fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
+    let mut lanes = Vec::new();
+    let mut violations = Vec::new();
+    let (mut held_n, mut violated_n) = (0, 0);
+    for e in events {
+        let EventKind::InvariantJudged {
+            invariant,
+            label,
+            held,
+            message,
+            anchor_ms,
+            deadline_ms,
+        } = &e.kind
+        else {
+            continue;
+        };
+        let verdict = if *held { "PASS" } else { "FAIL" };
+        let mut lane = Lane::new(format!("invariant:{invariant}"), label.clone());
+        let (from, to) = (anchor_ms.unwrap_or(0), deadline_ms.unwrap_or(end_ms));
+        lane.span(
+            from,
+            to,
+            if *held { "held" } else { "violated" },
+            verdict.into(),
+            format!("{verdict} {label}: {message}"),
+        );
+        if let Some(a) = anchor_ms {
+            lane.mark(*a, "anchor", format!("anchor at {}", fmt_ms(*a)));
+        }
+        if let Some(d) = deadline_ms {
+            lane.mark(*d, "deadline", format!("deadline at {}", fmt_ms(*d)));
+        }
+        if *held {
+            held_n += 1;
+        } else {
+            violated_n += 1;
+            violations.push(format!("{label}: {message}"));
+        }
+        lanes.push(lane);
+    }
+    let counts = (!lanes.is_empty()).then_some((held_n, violated_n));
+    (lanes, (counts, violations))
+}
+
+const CSS: &str = include_str!("report.css");
+const JS: &str = include_str!("report.js");
+
+/// Render a run as one self-contained HTML page.
+pub fn render(events: &[Event]) -> Result<String, ModelError> {
+    let m = model(events)?;
+    let data = serde_json::to_string(&m).expect("the model serializes");
+    // Inside <script>, `</` could end the element early.
+    let data = data.replace("</", "<\\/").replace("<!--", "<\\!--");
+    let title = format!(
+        "kubechaos: {} on {}{}",
+        m.scenario,
+        m.backend,
+        match m.verdicts {
+            Some((_, 0)) => " — held".to_owned(),
+            Some((_, v)) => format!(" — {v} violated"),
+            None => String::new(),
+        }
+    );
+    Ok(format!(
+        r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="kubechaos {version}">
+<title>{title}</title>
+<script>
+// Installed first, so that an error anywhere in the page is shown on it (and a test sees it).
+window.addEventListener("error", function (e) {{
+  var root = document.documentElement;
+  root.setAttribute("data-errors", (root.getAttribute("data-errors") || "") + e.message + "\n");
+}});
+</script>
+<style>
+{CSS}</style>
+</head>
+<body>
+<header id="head"><noscript>This report draws its timeline with JavaScript.</noscript></header>
+<section id="violations"></section>
+<div id="legend"></div>
+<div id="chart"></div>
+<aside id="details" aria-live="polite"></aside>
+<div id="tip" role="tooltip"></div>
+<script type="application/json" id="kubechaos-data">{data}</script>
+<script>
+{JS}</script>
+</body>
+</html>
+"#,
+        version = env!("CARGO_PKG_VERSION"),
+        title = escape(&title),
+    ))
+}
+
+/// Escape text for HTML.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t_ms: u64, kind: EventKind) -> Event {
+        Event { t_ms, kind }
+    }
+
+    fn started() -> Event {
+        ev(
+            0,
+            EventKind::RunStarted {
+                scenario: "t".into(),
+                backend: "sim".into(),
+                seed: 1,
+                version: "0".into(),
+                duration_ms: 60_000,
+            },
+        )
+    }
+
+    fn lease(t: u64, holder: &str, renew: u64) -> Event {
+        ev(
+            t,
+            EventKind::LeaseObserved {
+                lease: "ns/l".into(),
+                holder: Some(holder.into()),
+                renew_ms: Some(renew),
+                transitions: 0,
+                duration_ms: Some(10_000),
+            },
+        )
+    }
+
+    fn lane<'a>(m: &'a Model, id: &str) -> &'a Lane {
+        m.groups
+            .iter()
+            .flat_map(|g| &g.lanes)
+            .find(|l| l.id == id)
+            .unwrap_or_else(|| panic!("no lane {id}"))
+    }
+
+    fn spans(l: &Lane) -> Vec<(u64, u64, &'static str)> {
+        l.spans.iter().map(|s| (s.from, s.to, s.class)).collect()
+    }
+
+    #[test]
+    fn a_lease_that_is_not_renewed_expires_until_the_next_holder() {
+        let events = vec![
+            started(),
+            lease(1_000, "a_1", 1_000),
+            lease(3_000, "a_1", 3_000),
+            lease(30_000, "b_1", 30_000),
+            lease(32_000, "b_1", 32_000),
+        ];
+        let m = model(&events).unwrap();
+        let l = lane(&m, "lease:ns/l");
+        assert_eq!(
+            spans(l),
+            vec![
+                (1_000, 13_000, "holder"),
+                (13_000, 30_000, "expired"),
+                (30_000, 42_000, "holder"),
+                (42_000, 60_000, "expired"),
+            ],
+            "{l:?}"
+        );
+        let expiries: Vec<u64> = l
+            .marks
+            .iter()
+            .filter(|m| m.class == "expiry")
+            .map(|m| m.at)
+            .collect();
+        // b last renewed at 32s: by the end (60s) its lease had expired too, at 42s.
+        assert_eq!(expiries, vec![13_000, 42_000]);
+        let renewals = l.marks.iter().filter(|m| m.class == "renew").count();
+        assert_eq!(renewals, 2);
+        assert_ne!(l.spans[0].colour, l.spans[2].colour);
+    }
+
+    #[test]
+    fn a_step_with_a_for_is_a_span_and_an_instant_one_a_mark() {
+        let fault = |t, step, undo| {
+            ev(
+                t,
+                EventKind::FaultApplied {
+                    step,
+                    id: None,
+                    action: format!("step{step}"),
+                    undo,
+                    detail: "x".into(),
+                },
+            )
+        };
+        let events = vec![
+            started(),
+            fault(5_000, 0, false),
+            fault(20_000, 1, false),
+            fault(25_000, 0, true),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!(spans(lane(&m, "fault:0")), vec![(5_000, 25_000, "fault")]);
+        assert!(lane(&m, "fault:1").spans.is_empty());
+        assert_eq!(lane(&m, "fault:1").marks.len(), 1);
+    }
+
+    #[test]
+    fn processes_are_up_between_start_and_exit() {
+        let events = vec![
+            started(),
+            ev(
+                0,
+                EventKind::ProcessStarted {
+                    process: "p".into(),
+                    incarnation: 1,
+                },
+            ),
+            ev(
+                10_000,
+                EventKind::ProcessExited {
+                    process: "p".into(),
+                    reason: "killed".into(),
+                },
+            ),
+            ev(
+                15_000,
+                EventKind::ProcessStarted {
+                    process: "p".into(),
+                    incarnation: 2,
+                },
+            ),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!(
+            spans(lane(&m, "process:p")),
+            vec![
+                (0, 10_000, "up"),
+                (10_000, 15_000, "down"),
+                (15_000, 60_000, "up")
+            ]
+        );
+    }
+
+    #[test]
+    fn verdicts_and_violations_come_from_the_events() {
+        let events = vec![
+            started(),
+            ev(
+                60_000,
+                EventKind::InvariantJudged {
+                    invariant: 0,
+                    label: "schedulable".into(),
+                    held: false,
+                    message: "never bound".into(),
+                    anchor_ms: Some(10_000),
+                    deadline_ms: Some(40_000),
+                },
+            ),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!(m.verdicts, Some((0, 1)));
+        assert_eq!(m.violations, vec!["schedulable: never bound".to_owned()]);
+        assert_eq!(
+            spans(lane(&m, "invariant:0")),
+            vec![(10_000, 40_000, "violated")]
+        );
+        assert_eq!(model(&events[..1]).unwrap().verdicts, None);
+        assert_eq!(model(&[]).unwrap_err(), ModelError::NoRunStarted);
+    }
+
+    #[test]
+    fn text_from_the_cluster_cannot_end_the_data_script() {
+        let events = vec![
+            started(),
+            ev(
+                1,
+                EventKind::ProcessNote {
+                    process: "p".into(),
+                    message: "</script><script>alert(1)</script><!--".into(),
+                },
+            ),
+        ];
+        let page = render(&events).unwrap();
+        assert_eq!(page.matches("</script>").count(), 3, "{page}");
+        assert!(!page.contains("<!--"));
+    }
+}

@@ -1,0 +1,279 @@
+//! The HTML report in a real browser: headless Chromium (Debian's `chromium-headless-shell`, which
+//! ci/test installs) opens the page a run wrote, runs its script, and the test reads the page it
+//! made: no script error, a lane for everything the events file holds, the violation at the top,
+//! an item's details shown when the address names it. Without Chromium the test fails: it is not
+//! skipped.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+use assert_cmd::Command;
+use kubechaos::events::{read_jsonl, EventKind};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn kubechaos() -> Command {
+    let mut cmd = Command::cargo_bin("kubechaos").unwrap();
+    cmd.current_dir(repo())
+        .env_remove("CARGO")
+        .env("CI", "true")
+        .env("RUST_LOG", "off");
+    cmd
+}
+
+/// The browser: `$KUBECHAOS_CHROMIUM`, else Debian's headless shell, else full Chromium.
+fn chromium() -> String {
+    if let Some(c) = std::env::var_os("KUBECHAOS_CHROMIUM") {
+        return c.to_string_lossy().into_owned();
+    }
+    for c in ["chromium-headless-shell", "chromium"] {
+        let found = Process::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if found {
+            return c.to_owned();
+        }
+    }
+    panic!(
+        "no headless Chromium: install Debian's chromium-headless-shell (ci/test does), or set \
+         KUBECHAOS_CHROMIUM to a Chromium binary; this test is not skipped"
+    );
+}
+
+/// Open `page` (with `fragment`) in headless Chromium; the DOM after its scripts ran, and what
+/// the page wrote to the console.
+fn open(page: &Path, fragment: &str) -> (String, Vec<String>) {
+    let url = format!("file://{}{fragment}", page.display());
+    let profile = tempfile::tempdir().unwrap();
+    let out = Process::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--window-size=1400,1000",
+            "--virtual-time-budget=2000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("chromium runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "chromium failed on {url}: {}\n{stderr}",
+        out.status
+    );
+    // Console messages (an uncaught error is one) are logged as `...:CONSOLE...] "text"`.
+    let console = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_owned)
+        .collect();
+    (String::from_utf8(out.stdout).unwrap(), console)
+}
+
+/// The page's first script puts every uncaught error in a `data-errors` attribute of `<html>`.
+fn assert_no_script_errors(dom: &str) {
+    let start = dom.find("<html").expect("an html element");
+    let tag = &dom[start..start + dom[start..].find('>').unwrap()];
+    assert!(!tag.contains("data-errors"), "script errors: {tag}");
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The lanes a report of `events` must have: one per fault step, lease, process, node, pod and
+/// invariant the file mentions (read here from the events, not from the report's own code).
+fn expected_lanes(events: &[kubechaos::events::Event]) -> BTreeSet<String> {
+    let mut lanes = BTreeSet::new();
+    for e in events {
+        let lane = match &e.kind {
+            EventKind::FaultApplied { step, .. } => format!("fault:{step}"),
+            EventKind::LeaseObserved { lease, .. } => format!("lease:{lease}"),
+            EventKind::ProcessStarted { process, .. }
+            | EventKind::ProcessExited { process, .. }
+            | EventKind::ProcessNote { process, .. } => format!("process:{process}"),
+            EventKind::NodeObserved { node, .. } => format!("node:{node}"),
+            EventKind::ProbeCreated { pod, .. } | EventKind::PodBound { pod, .. } => {
+                format!("pod:{pod}")
+            }
+            EventKind::DeploymentObserved { deployment, .. } => {
+                format!("deployment:{deployment}")
+            }
+            EventKind::InvariantJudged { invariant, .. } => format!("invariant:{invariant}"),
+            _ => continue,
+        };
+        lanes.insert(lane);
+    }
+    lanes
+}
+
+/// Lanes the page drew (`data-lane="..."`).
+fn drawn_lanes(dom: &str) -> BTreeSet<String> {
+    dom.split("data-lane=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect()
+}
+
+/// Play `scenario` on the sim with `--events` and `--report` in `dir`.
+fn play(scenario: &str, dir: &Path, code: i32) -> (PathBuf, PathBuf) {
+    let (events, report) = (dir.join("run.jsonl"), dir.join("run.html"));
+    kubechaos()
+        .args(["scenario", scenario, "--events"])
+        .arg(&events)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .code(code)
+        .stdout(predicates::str::contains(format!(
+            "report: {}",
+            report.display()
+        )));
+    (events, report)
+}
+
+#[test]
+fn a_shipped_scenarios_report_draws_every_lane_in_chromium_and_shows_an_items_details() {
+    let dir = tempfile::tempdir().unwrap();
+    let (events_path, report) = play("api-restart", dir.path(), 0);
+    let events = read_jsonl(&std::fs::read_to_string(&events_path).unwrap()).unwrap();
+    let (index, message) = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::InvariantJudged {
+                invariant,
+                label,
+                message,
+                ..
+            } if label == "schedulable" => Some((*invariant, message.clone())),
+            _ => None,
+        })
+        .expect("api-restart judges schedulable");
+
+    let item = format!("invariant:{index}@s0");
+    let fragment = format!("#item={}", item.replace(':', "%3A").replace('@', "%40"));
+    let (dom, console) = open(&report, &fragment);
+    assert!(console.is_empty(), "the page logged: {console:#?}");
+    assert_no_script_errors(&dom);
+
+    let expected = expected_lanes(&events);
+    assert!(
+        expected.len() > 20
+            && expected.contains("lease:kube-system/kube-scheduler")
+            && expected.contains("process:api-server")
+            && expected.contains("node:node-0")
+            && expected.contains("fault:0"),
+        "api-restart's events should name faults, leases, processes and nodes: {expected:?}"
+    );
+    assert_eq!(drawn_lanes(&dom), expected);
+    assert!(
+        dom.contains(&format!("data-rendered=\"{}\"", expected.len())),
+        "the script did not finish drawing"
+    );
+    assert!(dom.contains("every invariant held"));
+
+    // The address named the schedulable window: its details are in the panel.
+    let details = &dom[dom.find("<aside id=\"details\"").expect("details panel")..];
+    let details = &details[..details.find("</aside>").unwrap()];
+    assert!(
+        details.contains(&format!("data-item=\"{item}\"")),
+        "{details}"
+    );
+    assert!(details.contains(&escape(&message)), "{details}");
+
+    // The same events file renders the same page.
+    let again = dir.path().join("again.html");
+    kubechaos()
+        .arg("report")
+        .arg(&events_path)
+        .arg("-o")
+        .arg(&again)
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read(&report).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+}
+
+#[test]
+fn a_violation_is_at_the_top_of_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let trap = repo().join("harness/tests/fixtures/trap-schedulers.yaml");
+    let (events_path, report) = play(trap.to_str().unwrap(), dir.path(), 1);
+    let events = read_jsonl(&std::fs::read_to_string(&events_path).unwrap()).unwrap();
+    let violations: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::InvariantJudged {
+                held: false,
+                label,
+                message,
+                ..
+            } => Some(format!("{label}: {message}")),
+            _ => None,
+        })
+        .collect();
+    assert!(!violations.is_empty(), "the trap must be violated");
+
+    let (dom, console) = open(&report, "");
+    assert!(console.is_empty(), "the page logged: {console:#?}");
+    assert_no_script_errors(&dom);
+    assert_eq!(drawn_lanes(&dom), expected_lanes(&events));
+    let top = &dom[dom.find("<section id=\"violations\"").unwrap()..];
+    let top = &top[..top.find("</section>").unwrap()];
+    for v in &violations {
+        assert!(top.contains(&escape(v)), "{v} not in {top}");
+    }
+    assert!(dom.contains(&format!("{} violated", violations.len())));
+    // Above the chart.
+    assert!(dom.find("id=\"violations\"").unwrap() < dom.find("id=\"chart\"").unwrap());
+}
+
+#[test]
+fn report_says_what_is_wrong_with_an_events_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"t_ms\":0,\"event\":\"run-ended\"}\n{\"t_ms\": 1, \"event\": \"no-such\"}\n",
+    )
+    .unwrap();
+    kubechaos()
+        .arg("report")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(format!("{}:2:", bad.display())))
+        .stderr(predicates::str::contains("no-such"))
+        .stderr(predicates::str::contains(
+            "kubechaos scenario --events FILE",
+        ));
+    assert!(!dir.path().join("bad.html").exists());
+
+    let no_start = dir.path().join("no-start.jsonl");
+    std::fs::write(&no_start, "{\"t_ms\":0,\"event\":\"run-ended\"}\n").unwrap();
+    kubechaos()
+        .arg("report")
+        .arg(&no_start)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("no run-started event"));
+
+    kubechaos()
+        .arg("report")
+        .arg(dir.path().join("missing.jsonl"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot read"));
+}
