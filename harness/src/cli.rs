@@ -17,6 +17,8 @@ Examples:
   kubechaos scenario api-restart                 play scenarios/api-restart.yaml on the sim
   kubechaos scenario api-restart --seed 7        the same with another seed (same seed, same run)
   kubechaos scenario ./my.yaml --events ev.jsonl --junit report.xml
+  kubechaos scenario api-restart --report run.html   the run as one HTML page (timeline, verdicts)
+  kubechaos report ev.jsonl -o run.html          the same page from an events file, later
   kubechaos scenario api-restart --backend local on a real control plane started on this machine
   kubechaos scenario my.yaml --backend kube --context kind-chaos [--dry-run]
                                                  on an existing cluster, behind a safety guard
@@ -45,13 +47,13 @@ pub struct Cli {
 enum Command {
     /// Play a scenario and judge its invariants.
     #[command(
-        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario delete-both --backend local\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml\n  kubechaos scenario agent-api-restart --backend local --keep\n  kubechaos scenario scenarios-kube/api-server-restart.yaml --backend kube --context kind-chaos\n  kubechaos scenario scenarios-kind/remove-the-scheduler.yaml --backend kube --context kind-chaos --dry-run\n\nOn --backend kube the provider (kind, k3s, generic) comes from the context name or the nodes,\nor from --provider; a step it cannot do is exit 2 before anything runs, with what it can do.\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3)."
+        after_help = "Examples:\n  kubechaos scenario api-restart\n  kubechaos scenario scenarios/delete-all-schedulers.yaml --seed 42 -v\n  kubechaos scenario delete-both --backend local\n  kubechaos scenario api-restart --events run.jsonl --junit junit.xml --report run.html\n  kubechaos scenario agent-api-restart --backend local --keep\n  kubechaos scenario scenarios-kube/api-server-restart.yaml --backend kube --context kind-chaos\n  kubechaos scenario scenarios-kind/remove-the-scheduler.yaml --backend kube --context kind-chaos --dry-run\n\nOn --backend kube the provider (kind, k3s, generic) comes from the context name or the nodes,\nor from --provider; a step it cannot do is exit 2 before anything runs, with what it can do.\nOn --backend local the run takes the scenario's time in real time plus about 15s; Ctrl-C\nstops every process it started and removes its run directory (exit 3).\nWhile a real-time run plays, a live view on a terminal shows the current step, the time to the\nnext, each lease's holder (or how long ago it expired) and a countdown on each invariant; when\nstandard error is not a terminal, or CI is set, that is a plain status line every 30s."
     )]
     Scenario(ScenarioArgs),
     /// Play every scenario of a directory (or the files given), one after the other, and write
     /// one report for all of them.
     #[command(
-        after_help = "Examples:\n  kubechaos suite                                   every file in ./scenarios, on the sim\n  kubechaos suite scenarios/ --junit junit.xml --json summary.json --events-dir events/\n  kubechaos suite scenarios/api-restart.yaml scenarios/delete-both.yaml --backend local\n\nEvery file is validated (and checked against the backend) before anything runs: a problem in\nany of them is exit 2 and nothing runs. Then each scenario plays in turn; one that cannot run\n(its cluster did not start) is reported and the suite goes on.\nExit codes: 0 every invariant of every scenario held, 1 some invariant was violated, 2 bad\ninput, 3 some scenario could not run (or the suite was interrupted)."
+        after_help = "Examples:\n  kubechaos suite                                   every file in ./scenarios, on the sim\n  kubechaos suite scenarios/ --junit junit.xml --json summary.json --events-dir events/\n  kubechaos suite scenarios/ --report-dir reports/                  a page per scenario\n  kubechaos suite scenarios/api-restart.yaml scenarios/delete-both.yaml --backend local\n\nEvery file is validated (and checked against the backend) before anything runs: a problem in\nany of them is exit 2 and nothing runs. Then each scenario plays in turn; one that cannot run\n(its cluster did not start) is reported and the suite goes on.\nExit codes: 0 every invariant of every scenario held, 1 some invariant was violated, 2 bad\ninput, 3 some scenario could not run (or the suite was interrupted)."
     )]
     Suite(SuiteArgs),
     /// Generate fault schedules against a topology on the sim, run them, and shrink each
@@ -647,7 +649,8 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         "  duration: {}\n",
         scenario::duration::human(s.run_duration())
     );
-    let outcome = match run::run_with_progress(&s, &opts, &mut |line| eprintln!("  {line}")) {
+    let mut live = crate::report::live::Terminal::stderr("  ");
+    let outcome = match run::run_with_progress(&s, &opts, &mut live) {
         Ok(o) => o,
         Err(BackendError::Unsupported { backend, problems }) => {
             return print_unsupported(&s, backend, problems)
@@ -1157,8 +1160,9 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
     let mut events_paths: Vec<Option<PathBuf>> = Vec::new();
     let mut report_paths: Vec<Option<PathBuf>> = Vec::new();
     let mut interrupted = false;
+    let mut live = crate::report::live::Terminal::stderr("    ");
     for s in &scenarios {
-        let result = run::run_with_progress(s, &opts, &mut |line| eprintln!("    {line}"));
+        let result = run::run_with_progress(s, &opts, &mut live);
         let in_dir = |dir: &Option<PathBuf>, ext: &str| {
             dir.as_ref()
                 .filter(|_| result.is_ok())

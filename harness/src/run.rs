@@ -60,14 +60,14 @@ impl Outcome {
 
 /// Play a validated scenario.
 pub fn run(s: &Scenario, opts: &RunOptions) -> Result<Outcome, BackendError> {
-    run_with_progress(s, opts, &mut |_| {})
+    run_with_progress(s, opts, &mut |_: &str| {})
 }
 
 /// Play a validated scenario, telling `progress` what a real-time backend is doing.
 pub fn run_with_progress(
     s: &Scenario,
     opts: &RunOptions,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn crate::report::live::Progress,
 ) -> Result<Outcome, BackendError> {
     let problems = backend::check(opts.backend, opts.kube.provider, s);
     if !problems.is_empty() {

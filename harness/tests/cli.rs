@@ -403,10 +403,11 @@ fn a_suite_plays_every_file_and_writes_one_report() {
     ] {
         std::fs::copy(repo().join(from), files.join(to)).unwrap();
     }
-    let (junit, json, events) = (
+    let (junit, json, events, reports) = (
         dir.path().join("junit.xml"),
         dir.path().join("summary.json"),
         dir.path().join("events"),
+        dir.path().join("html"),
     );
     kubechaos()
         .arg("suite")
@@ -417,6 +418,8 @@ fn a_suite_plays_every_file_and_writes_one_report() {
         .arg(&json)
         .arg("--events-dir")
         .arg(&events)
+        .arg("--report-dir")
+        .arg(&reports)
         .assert()
         .code(1)
         .stdout(predicate::str::contains("PASS  controller-manager-crash"))
@@ -444,7 +447,23 @@ fn a_suite_plays_every_file_and_writes_one_report() {
     for name in ["controller-manager-crash", "never-schedulable"] {
         let text = std::fs::read_to_string(events.join(format!("{name}.jsonl"))).unwrap();
         assert!(text.contains("\"event\":\"run-ended\""), "{name}");
+        assert!(text.contains("\"event\":\"invariant-judged\""), "{name}");
+        let page = std::fs::read_to_string(reports.join(format!("{name}.html"))).unwrap();
+        assert!(
+            page.contains(&format!("<title>kubechaos: {name} on sim")),
+            "{name}"
+        );
+        let report = v["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["report"]
+            .as_str()
+            .unwrap();
+        assert!(report.ends_with(&format!("{name}.html")), "{report}");
     }
+    assert!(xml.contains("report: "), "{xml}");
 }
 
 /// The kube backend's safety guard refuses a context that does not look disposable before it

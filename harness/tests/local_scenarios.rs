@@ -39,11 +39,38 @@ fn play(scenario: &str, backend: &str) -> (i32, Vec<(String, bool)>, String) {
     );
     let s = kubechaos::scenario::load(&file_of(scenario)).unwrap();
     let events = read_jsonl(&std::fs::read_to_string(&events).unwrap()).unwrap();
+    if backend == "local" {
+        leases_drawn_with_their_duration(&s, &events, &text);
+    }
     let verdicts = judge(&s, &events)
         .into_iter()
         .map(|v| (v.label, v.held))
         .collect();
     (code, verdicts, text)
+}
+
+/// The HTML report of a real run has a lane for each lease of the scenario, with the holders'
+/// bars and the Lease's own `leaseDurationSeconds` (which marks expiries).
+fn leases_drawn_with_their_duration(
+    s: &kubechaos::scenario::Scenario,
+    events: &[kubechaos::events::Event],
+    text: &str,
+) {
+    let model = kubechaos::report::html::model(events).unwrap();
+    let lanes: Vec<_> = model.groups.iter().flat_map(|g| &g.lanes).collect();
+    for lease in s.leases().keys() {
+        let lane = lanes
+            .iter()
+            .find(|l| l.id == format!("lease:{lease}"))
+            .unwrap_or_else(|| panic!("no lane for {lease}:\n{text}"));
+        assert!(
+            lane.spans
+                .iter()
+                .any(|s| s.class == "holder" && s.detail.contains("lease duration")),
+            "{lease}: {:#?}",
+            lane.spans
+        );
+    }
 }
 
 /// Play on both backends; the verdicts must agree. Returns the exit code and local's output.
@@ -57,6 +84,11 @@ fn agree(scenario: &str) -> (i32, String) {
     assert_eq!(local_code, sim_code, "{local_text}");
     assert!(
         local_text.contains("on local") && local_text.contains("of real time"),
+        "{local_text}"
+    );
+    // Not a terminal: the live view is a plain status line every 30 s, with no escape codes.
+    assert!(
+        local_text.contains("; next: ") && !local_text.contains('\x1b'),
         "{local_text}"
     );
     (local_code, local_text)

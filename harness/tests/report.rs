@@ -47,6 +47,10 @@ fn chromium() -> String {
 /// Open `page` (with `fragment`) in headless Chromium; the DOM after its scripts ran, and what
 /// the page wrote to the console.
 fn open(page: &Path, fragment: &str) -> (String, Vec<String>) {
+    open_with(page, fragment, &[])
+}
+
+fn open_with(page: &Path, fragment: &str, flags: &[&str]) -> (String, Vec<String>) {
     let url = format!("file://{}{fragment}", page.display());
     let profile = tempfile::tempdir().unwrap();
     let out = Process::new(chromium())
@@ -58,6 +62,7 @@ fn open(page: &Path, fragment: &str) -> (String, Vec<String>) {
             "--window-size=1400,1000",
             "--virtual-time-budget=2000",
         ])
+        .args(flags)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("--dump-dom")
         .arg(&url)
@@ -191,6 +196,19 @@ fn a_shipped_scenarios_report_draws_every_lane_in_chromium_and_shows_an_items_de
     );
     assert!(details.contains(&escape(&message)), "{details}");
 
+    // Zoomed in by the address (as a drag does, and keeps it there): the window still shown,
+    // every lane still drawn.
+    let zoomed = format!("{fragment}&zoom=130000-200000");
+    let (dom, console) = open(&report, &zoomed);
+    assert!(console.is_empty(), "the page logged: {console:#?}");
+    assert_no_script_errors(&dom);
+    assert!(dom.contains("data-zoom=\"130000-200000\""), "not zoomed");
+    assert!(dom.contains("Whole run"), "no way back from the zoom");
+    assert_eq!(drawn_lanes(&dom), expected);
+    assert!(dom.contains(&format!(
+        "<aside id=\"details\" aria-live=\"polite\" data-item=\"{item}\""
+    )));
+
     // The same events file renders the same page.
     let again = dir.path().join("again.html");
     kubechaos()
@@ -276,4 +294,107 @@ fn report_says_what_is_wrong_with_an_events_file() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("cannot read"));
+}
+
+/// A page that opens the report in a frame and works it as a person would, with the mouse:
+/// hover over an item (the tooltip), click it (the details, the address), drag across the
+/// chart (zoom), double-click (the whole run again). What it saw is written into its own page
+/// as JSON, for the test to read from the DOM.
+const DRIVER: &str = r##"<!DOCTYPE html>
+<html><body>
+<iframe id="f" src="run.html" width="1400" height="1000"></iframe>
+<pre id="out"></pre>
+<script>
+document.getElementById("f").addEventListener("load", function () {
+  var out = {};
+  try {
+    var w = this.contentWindow, d = w.document;
+    var fire = function (el, type, x, y) {
+      el.dispatchEvent(new w.MouseEvent(type, { bubbles: true, cancelable: true, clientX: x, clientY: y, button: 0 }));
+    };
+    var item = d.querySelector('[data-item="ITEM"]');
+    var r = item.getBoundingClientRect();
+    var x = r.left + Math.min(r.width / 2, 12), y = r.top + r.height / 2;
+    fire(item, "mousemove", x, y);
+    var tip = d.getElementById("tip");
+    out.tip_shown = tip.style.display;
+    out.tip = tip.textContent;
+    fire(item, "mousedown", x, y);
+    fire(item, "mouseup", x, y);
+    fire(item, "click", x, y);
+    out.details = d.getElementById("details").getAttribute("data-item");
+    out.hash = w.location.hash;
+    var svg = d.querySelector("#chart svg");
+    var s = svg.getBoundingClientRect();
+    var x0 = s.left + 400, x1 = s.left + 700, yy = s.top + 60;
+    fire(svg, "mousedown", x0, yy);
+    fire(d, "mousemove", x1, yy);
+    fire(d, "mouseup", x1, yy);
+    fire(svg, "click", x1, yy);
+    out.zoom = d.getElementById("chart").getAttribute("data-zoom");
+    out.zoom_hash = w.location.hash;
+    out.still_selected = d.getElementById("details").getAttribute("data-item");
+    fire(d.querySelector("#chart svg"), "dblclick", x1, yy);
+    out.unzoomed = d.getElementById("chart").getAttribute("data-zoom");
+    out.errors = d.documentElement.getAttribute("data-errors");
+  } catch (e) {
+    out.error = String(e);
+  }
+  document.getElementById("out").textContent = JSON.stringify(out);
+});
+</script>
+</body></html>
+"##;
+
+#[test]
+fn hovering_clicking_and_dragging_work_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, report) = play("api-restart", dir.path(), 0);
+    let item = "lease:kube-system/kube-scheduler@s0";
+    let driver = dir.path().join("driver.html");
+    std::fs::write(&driver, DRIVER.replace("ITEM", item)).unwrap();
+    assert_eq!(report.file_name().unwrap(), "run.html");
+
+    // The frame is another file: Chromium lets the driver reach into it only with this flag.
+    let (dom, console) = open_with(&driver, "", &["--allow-file-access-from-files"]);
+    assert!(console.is_empty(), "the pages logged: {console:#?}");
+    let start = dom.find("<pre id=\"out\">").expect("driver output") + "<pre id=\"out\">".len();
+    let json = dom[start..start + dom[start..].find("</pre>").unwrap()]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let out: serde_json::Value = serde_json::from_str(&json).expect(&json);
+    assert_eq!(out["error"], serde_json::Value::Null, "{out:#}");
+    assert_eq!(out["errors"], serde_json::Value::Null, "{out:#}");
+
+    // Hover: the tooltip shows the holder bar's details.
+    assert_eq!(out["tip_shown"], "block", "{out:#}");
+    let tip = out["tip"].as_str().unwrap();
+    assert!(
+        tip.contains("kube-system/kube-scheduler · holder")
+            && tip.contains("held by kube-scheduler-0"),
+        "{tip}"
+    );
+    // Click: kept in the panel, and in the address.
+    assert_eq!(out["details"], item, "{out:#}");
+    assert_eq!(
+        out["hash"], "#item=lease%3Akube-system%2Fkube-scheduler%40s0",
+        "{out:#}"
+    );
+    // Drag: zoomed into part of the run; the address says so; the selection stays.
+    let end = out["unzoomed"].as_str().unwrap().to_owned();
+    let zoom = out["zoom"].as_str().unwrap();
+    let (from, to) = zoom.split_once('-').unwrap();
+    let (from, to): (u64, u64) = (from.parse().unwrap(), to.parse().unwrap());
+    assert!(from > 0 && from < to && format!("0-{to}") != end, "{out:#}");
+    assert!(
+        out["zoom_hash"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("&zoom={from}-{to}")),
+        "{out:#}"
+    );
+    assert_eq!(out["still_selected"], item, "{out:#}");
+    // Double click: the whole run again.
+    assert!(end.starts_with("0-"), "{out:#}");
 }

@@ -114,6 +114,11 @@ impl<W: World> Driver<W> {
         }
     }
 
+    /// The run's recorder.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
     /// Restart what exited or was killed, once its back-off has passed.
     pub fn supervise(&mut self, now: Duration) {
         let names: Vec<String> = self.procs.keys().cloned().collect();

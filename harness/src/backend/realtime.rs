@@ -1,6 +1,6 @@
 //! What the backends that run in real time (local, kube) share: a recorder whose time zero is
 //! set when the world is ready, Ctrl-C and SIGTERM turned into a flag, and the loop that plays a
-//! plan through the shared [`Driver`], saying what it does.
+//! plan through the shared [`Driver`], saying what it does and feeding the live view.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::driver::{Driver, World};
 use crate::events::{fmt_ms, EventKind, Recorder};
 use crate::plan::{Plan, PlannedKind};
+use crate::report::live::{Progress, Status};
 use crate::scenario::Scenario;
 
 /// How often the driver looks at the plan and the processes.
@@ -88,27 +89,31 @@ impl Interrupt {
     }
 }
 
+/// How often the live view is told where the run is.
+pub const STATUS_EVERY: Duration = Duration::from_millis(500);
+
 /// Play `plan` in real time from now (time zero) until its end or an interrupt: apply each
-/// action when due, supervise, say each step and every 30 s. Returns the time it ended.
+/// action when due, supervise, say each step, and tell the live view where the run is. Returns
+/// the time it ended.
 pub fn play<W: World>(
     driver: &mut Driver<W>,
     s: &Scenario,
     plan: &Plan,
     interrupt: &Interrupt,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> Duration {
     let started = Instant::now();
     let mut next = 0;
-    let mut next_note = Duration::from_secs(30);
+    let mut next_status = Duration::ZERO;
     let total = fmt_ms(plan.duration.as_millis() as u64);
-    progress(&format!("t=0.0s: running for {total}"));
-    loop {
+    progress.say(&format!("t=0.0s: running for {total}"));
+    let ended = loop {
         let now = started.elapsed();
         while next < plan.actions.len() && plan.actions[next].at <= now {
             let kind = &plan.actions[next].kind;
             driver.apply(s, kind, now);
             let t = fmt_ms(now.as_millis() as u64);
-            progress(&match kind {
+            progress.say(&match kind {
                 PlannedKind::Fault { step } => format!("t={t}: {}", s.faults[*step].action),
                 PlannedKind::Undo { step } => format!(
                     "t={t}: undoing `{}` after its `for`",
@@ -123,12 +128,21 @@ pub fn play<W: World>(
         }
         driver.supervise(now);
         if now >= plan.duration || interrupt.came() {
-            return now;
+            break now;
         }
-        if now >= next_note {
-            progress(&format!("t={} of {total}", fmt_ms(now.as_millis() as u64)));
-            next_note += Duration::from_secs(30);
+        if now >= next_status {
+            let events = driver.recorder().snapshot();
+            progress.status(Some(&Status {
+                now,
+                scenario: s,
+                plan,
+                applied: next,
+                events: &events,
+            }));
+            next_status = now + STATUS_EVERY;
         }
         std::thread::sleep(TICK);
-    }
+    };
+    progress.status(None);
+    ended
 }

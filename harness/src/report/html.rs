@@ -808,6 +808,7 @@ window.addEventListener("error", function (e) {{
 <header id="head"><noscript>This report draws its timeline with JavaScript.</noscript></header>
 <section id="violations"></section>
 <div id="legend"></div>
+<div id="toolbar"></div>
 <div id="chart"></div>
 <aside id="details" aria-live="polite"></aside>
 <div id="tip" role="tooltip"></div>

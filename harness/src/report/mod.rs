@@ -3,6 +3,7 @@
 
 pub mod html;
 pub mod junit;
+pub mod live;
 pub mod summary;
 pub mod terminal;
 

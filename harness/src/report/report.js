@@ -1,6 +1,8 @@
 // Draws the lanes that kubechaos computed (see html.rs) on one time axis, and shows an item's
-// details on hover (a tooltip) and on click (the panel below, and the page's address:
-// #item=ID selects an item when the page opens). No network, no libraries.
+// details on hover (a tooltip) and on click (the panel below). Dragging across the chart zooms
+// into that time; a double click, Escape or the toolbar's button shows the whole run again.
+// The page's address keeps both (#item=ID&zoom=FROM-TO, in ms) so that a view can be shared.
+// No network, no libraries.
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("kubechaos-data").textContent);
@@ -8,6 +10,8 @@
   var LABEL_W = 300, ROW_H = 22, GROUP_H = 26, AXIS_H = 28, BAR_H = 14, RIGHT_PAD = 16;
   var items = {};
   var selected = null;
+  var zoom = null; // {from, to} in ms, or the whole run
+  var scale = null; // how the last drawing maps time to x: {from, to, plotW}
 
   function el(name, attrs, parent) {
     var e = document.createElementNS(SVG, name);
@@ -81,9 +85,17 @@
 
   // A round step for about `n` ticks over `end` ms.
   function tickStep(end, n) {
-    var steps = [1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000, 3600000];
+    var steps = [100, 200, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000, 3600000];
     for (var i = 0; i < steps.length; i++) if (end / steps[i] <= n) return steps[i];
     return steps[steps.length - 1];
+  }
+
+  // An axis label: `45s`, `2m`, `2m30s`, `1m12.5s`.
+  function fmtTick(ms) {
+    var m = Math.floor(ms / 60000), s = (ms % 60000) / 1000;
+    var ss = s % 1 === 0 ? String(s) : s.toFixed(1);
+    if (m === 0) return ss + "s";
+    return s === 0 ? m + "m" : m + "m" + ss + "s";
   }
 
   function colourOf(span) {
@@ -97,7 +109,10 @@
     var width = Math.max(900, chart.clientWidth || 1200);
     var plotW = width - LABEL_W - RIGHT_PAD;
     var end = Math.max(1, data.end_ms);
-    var x = function (t) { return LABEL_W + (Math.min(Math.max(t, 0), end) / end) * plotW; };
+    var from = zoom ? zoom.from : 0, to = zoom ? zoom.to : end;
+    scale = { from: from, to: to, plotW: plotW };
+    var x = function (t) { return LABEL_W + ((Math.min(Math.max(t, from), to) - from) / (to - from)) * plotW; };
+    chart.setAttribute("data-zoom", from + "-" + to);
     var lanes = 0;
     data.groups.forEach(function (g) { lanes += g.lanes.length; });
     var height = AXIS_H + data.groups.length * GROUP_H + lanes * ROW_H + 8;
@@ -111,12 +126,14 @@
 
     // Axis and grid.
     var axis = el("g", { "class": "axis" }, svg);
-    var step = tickStep(end, Math.max(4, Math.floor(plotW / 90)));
-    for (var t = 0; t <= end; t += step) {
+    var step = tickStep(to - from, Math.max(4, Math.floor(plotW / 90)));
+    for (var t = Math.ceil(from / step) * step; t <= to; t += step) {
       el("line", { "class": "grid", x1: x(t), x2: x(t), y1: AXIS_H - 6, y2: height }, axis);
-      var label = el("text", { x: x(t), y: AXIS_H - 10, "text-anchor": "middle" }, axis);
-      label.textContent = fmt(t).replace(/\.0s$/, "s");
+      var nearEnd = x(t) > width - RIGHT_PAD - 24;
+      var label = el("text", { x: x(t), y: AXIS_H - 10, "text-anchor": nearEnd ? "end" : "middle" }, axis);
+      label.textContent = fmtTick(t);
     }
+    toolbar();
 
     // Faults in place, shaded behind every lane.
     var bands = el("g", { "class": "bands" }, svg);
@@ -124,6 +141,7 @@
       if (g.name !== "faults") return;
       g.lanes.forEach(function (lane) {
         lane.spans.forEach(function (s) {
+          if (s.to < from || s.from > to) return;
           el("rect", { "class": "band", x: x(s.from), width: Math.max(1, x(s.to) - x(s.from)), y: AXIS_H, height: height - AXIS_H }, bands);
         });
       });
@@ -151,6 +169,7 @@
     var top = y + (ROW_H - BAR_H) / 2;
     var texts = [];
     lane.spans.forEach(function (s, i) {
+      if (s.to < scale.from || s.from > scale.to) return;
       var id = lane.id + "@s" + i;
       var w = Math.max(1.5, x(s.to) - x(s.from));
       var thin = s.class === "leading";
@@ -159,9 +178,10 @@
       var c = colourOf(s);
       if (c && (s.class === "holder" || s.class === "leading")) r.style.fill = c;
       items[id] = { lane: lane, what: s.class, from: s.from, to: s.to, detail: s.detail, node: r };
-      if (s.text && w > s.text.length * 6.5 + 8) texts.push([x(s.from) + 4, s.text]);
+      if (s.text && w > s.text.length * 6.5 + 8) texts.push([x(Math.max(s.from, scale.from)) + 4, s.text]);
     });
     lane.marks.forEach(function (m, i) {
+      if (m.at < scale.from || m.at > scale.to) return;
       var id = lane.id + "@m" + i;
       var mx = x(m.at);
       // Renewals are short ticks at the bar's foot, under its text; the rest cross the lane.
@@ -183,29 +203,69 @@
     return { what: it.lane.label + " · " + it.what + " · " + when, text: it.detail };
   }
 
-  function select(id, fromClick) {
+  function select(id, share) {
     if (selected && items[selected]) items[selected].node.classList.remove("selected");
     var box = document.getElementById("details");
     box.textContent = "";
-    selected = items[id] ? id : null;
+    box.removeAttribute("data-item");
+    selected = id && items[id] ? id : null;
     if (!selected) {
       box.appendChild(html("div", "Hover over an item for its details; click to keep them here.", "hint"));
+    } else {
+      var it = items[id];
+      it.node.classList.add("selected");
+      var d = describe(it);
+      box.setAttribute("data-item", id);
+      box.appendChild(html("div", d.what, "what"));
+      box.appendChild(html("div", d.text, "text"));
+    }
+    if (share) writeHash();
+  }
+
+  function setZoom(from, to) {
+    var end = Math.max(1, data.end_ms);
+    from = Math.max(0, Math.round(from));
+    to = Math.min(end, Math.round(to));
+    zoom = to - from >= 100 && (from > 0 || to < end) ? { from: from, to: to } : null;
+    var keep = selected;
+    draw();
+    select(keep, true);
+  }
+
+  function toolbar() {
+    var bar = document.getElementById("toolbar");
+    bar.textContent = "";
+    if (!zoom) {
+      bar.appendChild(html("span", "Drag across the chart to zoom in.", "hint"));
       return;
     }
-    var it = items[id];
-    it.node.classList.add("selected");
-    var d = describe(it);
-    box.setAttribute("data-item", id);
-    box.appendChild(html("div", d.what, "what"));
-    box.appendChild(html("div", d.text, "text"));
-    if (fromClick && window.history && window.history.replaceState) {
-      window.history.replaceState(null, "", "#item=" + encodeURIComponent(id));
+    bar.appendChild(html("span", "Showing " + fmt(zoom.from) + " – " + fmt(zoom.to) + " of " + fmt(data.end_ms) + " "));
+    var b = html("button", "Whole run");
+    b.type = "button";
+    b.addEventListener("click", function () { setZoom(0, data.end_ms); });
+    bar.appendChild(b);
+  }
+
+  function writeHash() {
+    var parts = [];
+    if (selected) parts.push("item=" + encodeURIComponent(selected));
+    if (zoom) parts.push("zoom=" + zoom.from + "-" + zoom.to);
+    if (window.history && window.history.replaceState) {
+      window.history.replaceState(null, "", parts.length ? "#" + parts.join("&") : window.location.pathname);
     }
   }
 
   function fromHash() {
-    var m = /(?:^#|&)item=([^&]*)/.exec(window.location.hash);
-    return m ? decodeURIComponent(m[1]) : null;
+    var h = window.location.hash;
+    var item = /(?:^#|&)item=([^&]*)/.exec(h);
+    var z = /(?:^#|&)zoom=(\d+)-(\d+)/.exec(h);
+    return { item: item ? decodeURIComponent(item[1]) : null, zoom: z ? [Number(z[1]), Number(z[2])] : null };
+  }
+
+  // The time at a horizontal position in the chart.
+  function timeAt(px) {
+    var f = Math.min(Math.max((px - LABEL_W) / scale.plotW, 0), 1);
+    return scale.from + f * (scale.to - scale.from);
   }
 
   function wire() {
@@ -223,22 +283,66 @@
       tip.style.top = (e.clientY + 16) + "px";
     });
     chart.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+    // Drag to zoom: a band follows the mouse; a drag of a few pixels or more zooms on release.
+    var drag = null, dragged = false;
+    var px = function (e) { return e.clientX - chart.querySelector("svg").getBoundingClientRect().left; };
+    chart.addEventListener("mousedown", function (e) {
+      if (e.button !== 0 || px(e) < LABEL_W) return;
+      drag = { x0: px(e), band: null };
+      e.preventDefault();
+    });
+    window.addEventListener("mousemove", function (e) {
+      if (!drag) return;
+      var svg = chart.querySelector("svg");
+      var a = Math.max(LABEL_W, Math.min(drag.x0, px(e))), b = Math.max(drag.x0, px(e));
+      if (!drag.band) drag.band = el("rect", { "class": "brush", y: 0, height: svg.getAttribute("height") }, svg);
+      drag.band.setAttribute("x", a);
+      drag.band.setAttribute("width", Math.max(0, b - a));
+    });
+    window.addEventListener("mouseup", function (e) {
+      if (!drag) return;
+      var d = drag;
+      drag = null;
+      if (d.band) d.band.remove();
+      if (Math.abs(px(e) - d.x0) > 4) {
+        dragged = true;
+        var t0 = timeAt(Math.min(d.x0, px(e))), t1 = timeAt(Math.max(d.x0, px(e)));
+        setZoom(t0, t1);
+      }
+    });
     chart.addEventListener("click", function (e) {
+      if (dragged) { dragged = false; return; }
       var id = e.target.getAttribute && e.target.getAttribute("data-item");
       select(id, true);
     });
-    document.addEventListener("keydown", function (e) { if (e.key === "Escape") select(null, true); });
+    chart.addEventListener("dblclick", function () { setZoom(0, data.end_ms); });
+    document.addEventListener("keydown", function (e) {
+      if (e.key !== "Escape") return;
+      if (zoom) setZoom(0, data.end_ms); else select(null, true);
+    });
     var pending = null;
     window.addEventListener("resize", function () {
       clearTimeout(pending);
       pending = setTimeout(function () { draw(); select(selected, false); }, 100);
     });
-    window.addEventListener("hashchange", function () { select(fromHash(), false); });
+    window.addEventListener("hashchange", open);
+  }
+
+  // Show what the address names: a zoom, an item.
+  function open() {
+    var h = fromHash();
+    zoom = null;
+    if (h.zoom) {
+      var end = Math.max(1, data.end_ms);
+      var from = Math.max(0, Math.min(h.zoom[0], end)), to = Math.min(end, h.zoom[1]);
+      if (to - from >= 100) zoom = { from: from, to: to };
+    }
+    draw();
+    select(h.item, false);
   }
 
   head();
   legend();
-  draw();
   wire();
-  select(fromHash(), false);
+  open();
 })();

@@ -372,7 +372,7 @@ pub fn run(
     s: &Scenario,
     plan: &Plan,
     target: &KubeTarget,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn crate::report::live::Progress,
 ) -> Result<Vec<Event>, BackendError> {
     let rt = realtime::runtime()?;
     let _entered = rt.enter();
@@ -390,7 +390,7 @@ pub fn run(
     let version = rt
         .block_on(client.apiserver_version())
         .map_err(|e| env(format!("cannot reach the cluster's API server: {e}")))?;
-    progress(&format!(
+    progress.say(&format!(
         "reached the API server (Kubernetes {}.{})",
         version.major, version.minor
     ));
@@ -402,7 +402,7 @@ pub fn run(
         .items;
     let context = target.context.clone().unwrap_or_default();
     let (provider, why) = resolve_provider(target, &context, &nodes);
-    progress(&format!("provider: {} ({why})", provider.name()));
+    progress.say(&format!("provider: {} ({why})", provider.name()));
     let machines = node_machines(&nodes);
     let mut problems = check(s, provider);
     problems.extend(cluster_check(s, &machines, provider));
@@ -486,7 +486,7 @@ pub fn run(
         restored.extend(m.restore());
         errors = m.errors.clone();
         if was_down && m.errors.len() == before {
-            progress("waiting for the API server to come back (up to 2m)");
+            progress.say("waiting for the API server to come back (up to 2m)");
             let back = rt.block_on(async {
                 let deadline = Instant::now() + Duration::from_secs(120);
                 while Instant::now() < deadline {
@@ -507,7 +507,7 @@ pub fn run(
     }
     restored.push(rt.block_on(restore(&client, created_namespace)));
     let restored = format!("restored: {}", restored.join("; "));
-    progress(&restored);
+    progress.say(&restored);
     drop(_entered);
     rt.shutdown_timeout(Duration::from_secs(2));
     if !errors.is_empty() {
@@ -533,13 +533,13 @@ fn k3s_container(
     s: &Scenario,
     plan: &Plan,
     rt: &tokio::runtime::Runtime,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn crate::report::live::Progress,
 ) -> Result<Vec<Event>, BackendError> {
-    progress("starting k3s in a container through testcontainers");
+    progress.say("starting k3s in a container through testcontainers");
     let k3s = rt
         .block_on(container::start())
         .map_err(BackendError::Environment)?;
-    progress(&format!("k3s is up in container {}", k3s.name));
+    progress.say(&format!("k3s is up in container {}", k3s.name));
     let target = KubeTarget {
         kubeconfig: Some(k3s.kubeconfig.clone()),
         context: None,
@@ -548,7 +548,7 @@ fn k3s_container(
     };
     let result = run(s, plan, &target, progress);
     let removed = rt.block_on(k3s.remove());
-    progress(&removed);
+    progress.say(&removed);
     result
 }
 
@@ -558,7 +558,7 @@ fn k3s_container(
     _: &Scenario,
     _: &Plan,
     _: &tokio::runtime::Runtime,
-    _: &mut dyn FnMut(&str),
+    _: &mut dyn crate::report::live::Progress,
 ) -> Result<Vec<Event>, BackendError> {
     Err(BackendError::Environment(NO_TESTCONTAINERS.to_owned()))
 }

@@ -193,7 +193,7 @@ pub fn run(
     s: &Scenario,
     plan: &Plan,
     opts: &LocalOptions,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn crate::report::live::Progress,
 ) -> Result<Vec<Event>, BackendError> {
     let rt = realtime::runtime()?;
     // Children are started from this thread (their parent-death signal follows it), with the
@@ -206,11 +206,12 @@ pub fn run(
 
     let spec = Spec::of(s);
     let hooks = Arc::new(RecorderHooks(recorder.clone()));
+    let mut say = |l: &str| progress.say(l);
     let cluster = rt.block_on(async {
         tokio::select! {
             biased;
             _ = stop_rx.changed() => Err("interrupted while the control plane was starting".to_owned()),
-            c = LocalCluster::up(&spec, opts.keep, hooks, progress) => c,
+            c = LocalCluster::up(&spec, opts.keep, hooks, &mut say) => c,
         }
     });
     let cluster = match cluster {
@@ -263,8 +264,8 @@ pub fn run(
     drop(_entered);
     rt.shutdown_timeout(Duration::from_secs(2));
     match kept {
-        Some(d) => progress(&format!("kept the run directory {}", d.display())),
-        None => progress(&format!("stopped every process; removed {}", dir.display())),
+        Some(d) => progress.say(&format!("kept the run directory {}", d.display())),
+        None => progress.say(&format!("stopped every process; removed {}", dir.display())),
     }
     if interrupt.came() {
         return Err(BackendError::Interrupted(format!(
