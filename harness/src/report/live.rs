@@ -314,25 +314,45 @@ fn bar(now: u64, total: u64, width: usize) -> String {
 /// How often the plain view prints its status line.
 pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
 
-/// The live view on standard error: redrawn in place on a terminal, plain lines otherwise.
+/// The live view on a terminal's stream: redrawn in place, or plain lines.
 pub struct Terminal {
+    out: Box<dyn Write + Send>,
+    /// Columns of the terminal, asked at each drawing (it may be resized).
+    width: Box<dyn Fn() -> usize + Send>,
     indent: &'static str,
     live: bool,
-    /// Lines of the block drawn last (terminal).
+    /// Lines of the block drawn last (live).
     drawn: Vec<String>,
     /// When the next plain status line is due.
     next_plain: Duration,
 }
 
 impl Terminal {
-    /// The view for this process's standard error: live if it is a terminal, `TERM` is not
+    /// The view on this process's standard error: live if it is a terminal, `TERM` is not
     /// `dumb` and `CI` is not set; plain otherwise. Messages are indented by `indent`.
     pub fn stderr(indent: &'static str) -> Terminal {
         use std::io::IsTerminal;
         let live = std::io::stderr().is_terminal()
             && std::env::var_os("CI").is_none()
             && std::env::var("TERM").map_or(true, |t| t != "dumb");
+        let width = || {
+            terminal_size::terminal_size_of(std::io::stderr())
+                .map(|(w, _)| w.0 as usize)
+                .unwrap_or(100)
+        };
+        Terminal::new(Box::new(std::io::stderr()), Box::new(width), live, indent)
+    }
+
+    /// The view on `out`, live (redrawn in place, `width` columns) or plain.
+    pub fn new(
+        out: Box<dyn Write + Send>,
+        width: Box<dyn Fn() -> usize + Send>,
+        live: bool,
+        indent: &'static str,
+    ) -> Terminal {
         Terminal {
+            out,
+            width,
             indent,
             live,
             drawn: Vec::new(),
@@ -340,24 +360,21 @@ impl Terminal {
         }
     }
 
-    fn clear(&mut self, err: &mut impl Write) {
+    /// Remove the block drawn last.
+    fn clear(&mut self) {
         if !self.drawn.is_empty() {
             // Up to the block's first line, then clear to the end of the screen.
-            let _ = write!(err, "\r\x1b[{}A\x1b[J", self.drawn.len());
-            self.drawn.clear();
+            let _ = write!(self.out, "\r\x1b[{}A\x1b[J", self.drawn.len());
         }
     }
 
-    fn draw(&mut self, err: &mut impl Write, lines: Vec<String>) {
-        let width = terminal_size::terminal_size_of(std::io::stderr())
-            .map(|(w, _)| w.0 as usize)
-            .unwrap_or(100)
-            .max(20);
+    fn draw(&mut self, lines: Vec<String>) {
+        let width = (self.width)().max(20);
         for l in &lines {
             let l = format!("{}{l}", self.indent);
             // One screen line each, or the block could not be cleared.
             let cut: String = l.chars().take(width - 1).collect();
-            let _ = writeln!(err, "\x1b[2m{cut}\x1b[0m");
+            let _ = writeln!(self.out, "\x1b[2m{cut}\x1b[0m");
         }
         self.drawn = lines;
     }
@@ -365,37 +382,38 @@ impl Terminal {
 
 impl Progress for Terminal {
     fn say(&mut self, line: &str) {
-        let err = std::io::stderr();
-        let mut err = err.lock();
+        self.clear();
+        let _ = writeln!(self.out, "{}{line}", self.indent);
         let block = std::mem::take(&mut self.drawn);
         if !block.is_empty() {
-            let _ = write!(err, "\r\x1b[{}A\x1b[J", block.len());
+            self.draw(block);
         }
-        let _ = writeln!(err, "{}{line}", self.indent);
-        if !block.is_empty() {
-            self.draw(&mut err, block);
-        }
+        let _ = self.out.flush();
     }
 
     fn status(&mut self, status: Option<&Status<'_>>) {
-        let err = std::io::stderr();
-        let mut err = err.lock();
         match status {
-            None => self.clear(&mut err),
+            None => {
+                self.clear();
+                self.drawn.clear();
+                // The next run (of a suite) starts its own count.
+                self.next_plain = PLAIN_EVERY;
+            }
             Some(st) if self.live => {
                 let lines = view(st).lines();
-                self.clear(&mut err);
-                self.draw(&mut err, lines);
+                self.clear();
+                self.draw(lines);
             }
             Some(st) => {
                 if st.now >= self.next_plain {
-                    let _ = writeln!(err, "{}{}", self.indent, view(st).line());
+                    let _ = writeln!(self.out, "{}{}", self.indent, view(st).line());
                     while self.next_plain <= st.now {
                         self.next_plain += PLAIN_EVERY;
                     }
                 }
             }
         }
+        let _ = self.out.flush();
     }
 }
 
@@ -518,5 +536,95 @@ mod tests {
         assert!(v
             .line()
             .contains("leader-reacquired kube-system/kube-scheduler: PASS"));
+    }
+
+    /// A writer whose bytes the test can read afterwards.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn take(&self) -> String {
+            String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+        }
+    }
+
+    /// Statuses at `seconds`, with the scenario of the test above and no events.
+    fn statuses(term: &mut Terminal, seconds: &[u64]) {
+        let s = crate::scenario::parse(Path::new("t.yaml"), YAML.as_bytes()).unwrap();
+        let plan = Plan::new(&s);
+        for &sec in seconds {
+            term.status(Some(&Status {
+                now: Duration::from_secs(sec),
+                scenario: &s,
+                plan: &plan,
+                applied: 0,
+                events: &[],
+            }));
+        }
+    }
+
+    #[test]
+    fn on_a_terminal_the_block_is_redrawn_in_place_under_the_messages() {
+        let out = Shared::default();
+        let mut term = Terminal::new(Box::new(out.clone()), Box::new(|| 60), true, "  ");
+        term.say("starting");
+        assert_eq!(out.take(), "  starting\n");
+        statuses(&mut term, &[1]);
+        let first = out.take();
+        let lines = first.lines().count();
+        assert!(lines >= 5, "{first}");
+        assert!(!first.contains("\x1b[J"), "nothing to clear yet: {first:?}");
+        // Each line fits the terminal, so the block can be cleared by counting lines.
+        for l in first.lines() {
+            let visible = l.replace("\x1b[2m", "").replace("\x1b[0m", "");
+            assert!(visible.chars().count() < 60, "{visible}");
+        }
+        // A message goes above the block, which is drawn again under it.
+        term.say("t=10.0s: api-server: stop");
+        let text = out.take();
+        assert!(
+            text.starts_with(&format!(
+                "\r\x1b[{lines}A\x1b[J  t=10.0s: api-server: stop\n"
+            )),
+            "{text:?}"
+        );
+        assert_eq!(text.lines().count(), lines + 1);
+        // The next status replaces the block; the end of the run removes it.
+        statuses(&mut term, &[2]);
+        assert!(out.take().starts_with(&format!("\r\x1b[{lines}A\x1b[J")));
+        term.status(None);
+        assert_eq!(out.take(), format!("\r\x1b[{lines}A\x1b[J"));
+        term.say("restored");
+        assert_eq!(out.take(), "  restored\n");
+    }
+
+    #[test]
+    fn elsewhere_it_is_a_plain_line_every_30_seconds() {
+        let out = Shared::default();
+        let mut term = Terminal::new(Box::new(out.clone()), Box::new(|| 60), false, "  ");
+        term.say("starting");
+        statuses(&mut term, &[0, 1, 29]);
+        assert_eq!(out.take(), "  starting\n");
+        statuses(&mut term, &[30, 31, 59, 61]);
+        let text = out.take();
+        assert!(!text.contains('\x1b'), "{text:?}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with("  t=30.0s of 1m30.0s; next: api-server: stop"));
+        assert!(lines[1].starts_with("  t=1m01.0s of 1m30.0s"));
+        // A suite's next run starts its own count.
+        term.status(None);
+        statuses(&mut term, &[1, 30]);
+        assert_eq!(out.take().lines().count(), 1);
     }
 }
