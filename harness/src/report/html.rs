@@ -466,6 +466,23 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                 }
                 p.lane.mark(t, "exit", format!("{reason} at {}", fmt_ms(t)));
                 p.down = Some((t, reason.clone()));
+                // A process that exits stops leading, whether or not it said so.
+                let ended: Vec<(String, String)> = leading
+                    .keys()
+                    .filter(|(_, id)| identity_process(id) == process)
+                    .cloned()
+                    .collect();
+                for key in ended {
+                    let since = leading.remove(&key).expect("listed");
+                    let (lease, identity) = key;
+                    let detail = format!(
+                        "{identity} acted as leader of {lease} from {} until it exited at {}",
+                        fmt_ms(since),
+                        fmt_ms(t)
+                    );
+                    let span = leading_span(since, t, palette.of(process), detail);
+                    at(&mut procs, process).lane.spans.push(span);
+                }
             }
             EventKind::LeadingStarted { lease, identity } => {
                 leading.insert((lease.clone(), identity.clone()), t);
@@ -972,6 +989,40 @@ mod tests {
                 (15_000, 60_000, "up")
             ]
         );
+    }
+
+    #[test]
+    fn leading_ends_when_the_process_exits() {
+        let events = vec![
+            started(),
+            ev(
+                0,
+                EventKind::ProcessStarted {
+                    process: "p".into(),
+                    incarnation: 1,
+                },
+            ),
+            ev(
+                1_000,
+                EventKind::LeadingStarted {
+                    lease: "ns/l".into(),
+                    identity: "p_1".into(),
+                },
+            ),
+            ev(
+                10_000,
+                EventKind::ProcessExited {
+                    process: "p".into(),
+                    reason: "killed".into(),
+                },
+            ),
+        ];
+        let m = model(&events).unwrap();
+        let leading: Vec<_> = spans(lane(&m, "process:p"))
+            .into_iter()
+            .filter(|s| s.2 == "leading")
+            .collect();
+        assert_eq!(leading, vec![(1_000, 10_000, "leading")]);
     }
 
     #[test]
