@@ -1,21 +1,13 @@
 //! The command line, as users meet it: exit codes, messages, files written.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn kubechaos() -> Command {
-    let mut cmd = Command::cargo_bin("kubechaos").unwrap();
-    cmd.current_dir(repo())
-        .env_remove("CARGO")
-        .env("RUST_LOG", "off");
-    cmd
-}
+use common::{kubechaos, repo};
 
 fn fixture(name: &str) -> String {
     format!("harness/tests/fixtures/{name}")

@@ -2,21 +2,19 @@
 //! shrink it to a small scenario file that replays it, and find nothing in a correct agent with
 //! the same budget.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
+use common::repo;
+
+/// Explorations print their progress as plain lines, as in CI.
 fn kubechaos() -> Command {
-    let mut cmd = Command::cargo_bin("kubechaos").unwrap();
-    cmd.current_dir(repo())
-        .env_remove("CARGO")
-        .env("CI", "true")
-        .env("RUST_LOG", "off");
+    let mut cmd = common::kubechaos();
+    cmd.env("CI", "true");
     cmd
 }
 

@@ -8,21 +8,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use assert_cmd::Command;
 use kubechaos::events::{read_jsonl, EventKind};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn kubechaos() -> Command {
-    let mut cmd = Command::cargo_bin("kubechaos").unwrap();
-    cmd.current_dir(repo())
-        .env_remove("CARGO")
-        .env("CI", "true")
-        .env("RUST_LOG", "off");
-    cmd
-}
+use common::{kubechaos, repo};
 
 /// The browser: `$KUBECHAOS_CHROMIUM`, else Debian's headless shell, else full Chromium.
 fn chromium() -> String {

@@ -430,14 +430,28 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
     let mut procs: Vec<Proc> = Vec::new();
     let mut leading: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut notes: Vec<(u64, String, String)> = Vec::new();
-    let leading_span = |from: u64, to: u64, colour: usize, detail: String| Span {
-        from,
-        to,
-        class: "leading",
-        colour: Some(colour),
-        text: String::new(),
-        detail,
-    };
+    /// Draw the time `identity` acted as leader of `lease` on its process's lane.
+    fn led(
+        procs: &mut Vec<Proc>,
+        palette: &mut Palette,
+        (lease, identity): (String, String),
+        (from, to): (u64, u64),
+        how: String,
+    ) {
+        let process = identity_process(&identity);
+        let span = Span {
+            from,
+            to,
+            class: "leading",
+            colour: Some(palette.of(process)),
+            text: String::new(),
+            detail: format!(
+                "{identity} acted as leader of {lease} from {} {how}",
+                fmt_ms(from)
+            ),
+        };
+        at(procs, process).lane.spans.push(span);
+    }
     for e in events {
         let t = e.t_ms;
         match &e.kind {
@@ -474,14 +488,8 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                     .collect();
                 for key in ended {
                     let since = leading.remove(&key).expect("listed");
-                    let (lease, identity) = key;
-                    let detail = format!(
-                        "{identity} acted as leader of {lease} from {} until it exited at {}",
-                        fmt_ms(since),
-                        fmt_ms(t)
-                    );
-                    let span = leading_span(since, t, palette.of(process), detail);
-                    at(&mut procs, process).lane.spans.push(span);
+                    let how = format!("until it exited at {}", fmt_ms(t));
+                    led(&mut procs, palette, key, (since, t), how);
                 }
             }
             EventKind::LeadingStarted { lease, identity } => {
@@ -492,15 +500,10 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                 identity,
                 reason,
             } => {
-                if let Some(since) = leading.remove(&(lease.clone(), identity.clone())) {
-                    let process = identity_process(identity);
-                    let detail = format!(
-                        "{identity} acted as leader of {lease} from {} to {} (stopped: {reason})",
-                        fmt_ms(since),
-                        fmt_ms(t)
-                    );
-                    let span = leading_span(since, t, palette.of(process), detail);
-                    at(&mut procs, process).lane.spans.push(span);
+                let key = (lease.clone(), identity.clone());
+                if let Some(since) = leading.remove(&key) {
+                    let how = format!("to {} (stopped: {reason})", fmt_ms(t));
+                    led(&mut procs, palette, key, (since, t), how);
                 }
             }
             EventKind::ProcessNote { process, message } => {
@@ -509,14 +512,14 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
             _ => {}
         }
     }
-    for ((lease, identity), since) in leading {
-        let process = identity_process(&identity);
-        let detail = format!(
-            "{identity} acted as leader of {lease} from {} to the end",
-            fmt_ms(since)
+    for (key, since) in leading {
+        led(
+            &mut procs,
+            palette,
+            key,
+            (since, end_ms),
+            "to the end".into(),
         );
-        let span = leading_span(since, end_ms, palette.of(process), detail);
-        at(&mut procs, process).lane.spans.push(span);
     }
     for (t, process, message) in notes {
         let detail = format!("{process} at {}: {message}", fmt_ms(t));

@@ -1,4 +1,4 @@
-//! Helpers shared by the tests that start real processes.
+//! Helpers shared by the integration tests (each test file is its own crate and uses some).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -8,6 +8,15 @@ use std::time::{Duration, Instant};
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The kubechaos binary, to be run from the repository's root with logs off.
+pub fn kubechaos() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("kubechaos").unwrap();
+    cmd.current_dir(repo())
+        .env_remove("CARGO")
+        .env("RUST_LOG", "off");
+    cmd
 }
 
 /// `kubechaos scenario SCENARIO --backend BACKEND EXTRA...` from the repository's root: the
