@@ -705,6 +705,9 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
         script.contains("suite $SCENARIOS $ARGS --junit reports/junit.xml"),
         "{script}"
     );
+    // Each scenario's HTML report is kept with the other reports.
+    assert!(script.contains("--report-dir reports/html"), "{script}");
+    assert_eq!(suite["artifacts"]["paths"][0], "reports/");
     assert_eq!(suite["artifacts"]["reports"]["junit"], "reports/junit.xml");
     assert_eq!(suite["artifacts"]["when"], "always");
     for (job, backend) in [
@@ -757,6 +760,10 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
     assert!(
         workflow.contains("scenarios: scenarios-kube/ scenarios-kind/"),
         "the kind job plays both"
+    );
+    assert!(
+        workflow.contains("--report-dir reports/html") && workflow.contains("path: reports/"),
+        "the HTML reports are uploaded with the others"
     );
 }
 
