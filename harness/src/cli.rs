@@ -593,6 +593,22 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         kube: Default::default(),
     };
     // Find out now, not after a run of several real minutes, that a report cannot be written.
+    let outputs: Vec<&Path> = [&args.events, &args.junit, &args.json, &args.report]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    if let Some(twice) = outputs
+        .iter()
+        .enumerate()
+        .find_map(|(i, p)| outputs[..i].contains(p).then_some(p))
+    {
+        eprintln!(
+            "kubechaos scenario: {} is given for two reports; expected a file each for --events, --junit, --json and --report",
+            twice.display()
+        );
+        return exit::BAD_INPUT;
+    }
     for (path, what) in [
         (&args.events, "events"),
         (&args.junit, "JUnit report"),

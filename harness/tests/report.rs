@@ -278,6 +278,18 @@ fn report_says_what_is_wrong_with_an_events_file() {
         .code(2)
         .stderr(predicates::str::contains("no run-started event"));
 
+    // One file for two reports is refused before anything runs.
+    let same = dir.path().join("same.out");
+    kubechaos()
+        .args(["scenario", "api-restart", "--events"])
+        .arg(&same)
+        .arg("--report")
+        .arg(&same)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("is given for two reports"));
+    assert!(!same.exists());
+
     kubechaos()
         .arg("report")
         .arg(dir.path().join("missing.jsonl"))

@@ -1056,6 +1056,20 @@ mod tests {
     }
 
     #[test]
+    fn the_page_needs_no_network() {
+        let page = render(&[started()]).unwrap();
+        // The one URL is SVG's namespace, a name and not a place the page loads from.
+        let urls: Vec<&str> = page
+            .match_indices("http")
+            .map(|(i, _)| &page[i..(i + 26).min(page.len())])
+            .collect();
+        assert_eq!(urls, vec!["http://www.w3.org/2000/svg"], "{urls:?}");
+        for external in ["src=", "href=", "@import", "url(http"] {
+            assert!(!page.contains(external), "{external}");
+        }
+    }
+
+    #[test]
     fn text_from_the_cluster_cannot_end_the_data_script() {
         let events = vec![
             started(),
