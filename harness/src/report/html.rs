@@ -885,6 +885,28 @@ mod tests {
         )
     }
 
+    /// Process `p` starts its `n`th time.
+    fn start(t: u64, n: u32) -> Event {
+        ev(
+            t,
+            EventKind::ProcessStarted {
+                process: "p".into(),
+                incarnation: n,
+            },
+        )
+    }
+
+    /// Process `p` is killed.
+    fn killed(t: u64) -> Event {
+        ev(
+            t,
+            EventKind::ProcessExited {
+                process: "p".into(),
+                reason: "killed".into(),
+            },
+        )
+    }
+
     fn lane<'a>(m: &'a Model, id: &str) -> &'a Lane {
         m.groups
             .iter()
@@ -959,30 +981,7 @@ mod tests {
 
     #[test]
     fn processes_are_up_between_start_and_exit() {
-        let events = vec![
-            started(),
-            ev(
-                0,
-                EventKind::ProcessStarted {
-                    process: "p".into(),
-                    incarnation: 1,
-                },
-            ),
-            ev(
-                10_000,
-                EventKind::ProcessExited {
-                    process: "p".into(),
-                    reason: "killed".into(),
-                },
-            ),
-            ev(
-                15_000,
-                EventKind::ProcessStarted {
-                    process: "p".into(),
-                    incarnation: 2,
-                },
-            ),
-        ];
+        let events = vec![started(), start(0, 1), killed(10_000), start(15_000, 2)];
         let m = model(&events).unwrap();
         assert_eq!(
             spans(lane(&m, "process:p")),
@@ -998,13 +997,7 @@ mod tests {
     fn leading_ends_when_the_process_exits() {
         let events = vec![
             started(),
-            ev(
-                0,
-                EventKind::ProcessStarted {
-                    process: "p".into(),
-                    incarnation: 1,
-                },
-            ),
+            start(0, 1),
             ev(
                 1_000,
                 EventKind::LeadingStarted {
@@ -1012,13 +1005,7 @@ mod tests {
                     identity: "p_1".into(),
                 },
             ),
-            ev(
-                10_000,
-                EventKind::ProcessExited {
-                    process: "p".into(),
-                    reason: "killed".into(),
-                },
-            ),
+            killed(10_000),
         ];
         let m = model(&events).unwrap();
         let leading: Vec<_> = spans(lane(&m, "process:p"))
