@@ -671,8 +671,25 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Err(BackendError::Unsupported { backend, problems }) => {
             return print_unsupported(&s, backend, problems)
         }
-        Err(BackendError::Environment(e) | BackendError::Interrupted(e)) => {
+        Err(BackendError::Environment(e)) => {
             eprintln!("kubechaos: {e}");
+            return exit::ENVIRONMENT;
+        }
+        Err(BackendError::Interrupted { message, events }) => {
+            eprintln!("kubechaos: {message}");
+            // What was seen up to then, not judged: the timeline and its picture.
+            if !events.is_empty()
+                && write_run_files(&events, args.events.as_deref(), args.report.as_deref()).is_ok()
+            {
+                for (path, what) in [(&args.events, "events"), (&args.report, "report")] {
+                    if let Some(path) = path {
+                        eprintln!(
+                            "kubechaos: {what} up to the interruption: {}",
+                            path.display()
+                        );
+                    }
+                }
+            }
             return exit::ENVIRONMENT;
         }
     };
@@ -691,7 +708,11 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         },
         outcome.wall.as_secs_f64()
     );
-    if let Err(code) = write_run_files(&outcome, args.events.as_deref(), args.report.as_deref()) {
+    if let Err(code) = write_run_files(
+        &outcome.events,
+        args.events.as_deref(),
+        args.report.as_deref(),
+    ) {
         return code;
     }
     for (path, what) in [(&args.events, "events"), (&args.report, "report")] {
@@ -728,17 +749,17 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
 
 /// Write a run's events file and its HTML report, where asked.
 fn write_run_files(
-    outcome: &run::Outcome,
+    timeline: &[crate::events::Event],
     events: Option<&Path>,
     report: Option<&Path>,
 ) -> Result<(), i32> {
     if let Some(path) = events {
         let mut buf = Vec::new();
-        crate::events::write_jsonl(&outcome.events, &mut buf).expect("writing to memory");
+        crate::events::write_jsonl(timeline, &mut buf).expect("writing to memory");
         write_file(path, &buf, "events")?;
     }
     if let Some(path) = report {
-        let page = crate::report::html::render(&outcome.events)
+        let page = crate::report::html::render(timeline)
             .expect("a run's own events start with run-started");
         write_file(path, page.as_bytes(), "HTML report")?;
     }
@@ -806,7 +827,16 @@ fn report_cmd(args: &ReportArgs) -> i32 {
     let judged = events
         .iter()
         .any(|e| matches!(e.kind, crate::events::EventKind::InvariantJudged { .. }));
-    if !judged {
+    let interrupted = events
+        .iter()
+        .find(|e| matches!(e.kind, crate::events::EventKind::RunInterrupted {}));
+    if let Some(e) = interrupted {
+        eprintln!(
+            "kubechaos report: {} is of a run interrupted at t={}: the page shows its timeline to there, not judged",
+            path.display(),
+            crate::events::fmt_ms(e.t_ms)
+        );
+    } else if !judged {
         eprintln!(
             "kubechaos report: {} has no verdicts (written before kubechaos recorded them); the page shows the timeline without them",
             path.display()
@@ -1189,7 +1219,9 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
             in_dir(&args.report_dir, "html"),
         );
         if let Ok(o) = &result {
-            if let Err(code) = write_run_files(o, events_path.as_deref(), report_path.as_deref()) {
+            if let Err(code) =
+                write_run_files(&o.events, events_path.as_deref(), report_path.as_deref())
+            {
                 return code;
             }
         }
@@ -1208,10 +1240,10 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
                 }
                 Ok(o)
             }
-            Err(BackendError::Interrupted(e)) => {
-                println!("  ERROR {:<32} {e}", s.name);
+            Err(BackendError::Interrupted { message, .. }) => {
+                println!("  ERROR {:<32} {message}", s.name);
                 interrupted = true;
-                Err(e)
+                Err(message)
             }
             Err(e) => {
                 println!("  ERROR {:<32} {e}", s.name);

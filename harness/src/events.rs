@@ -159,6 +159,9 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deadline_ms: Option<u64>,
     },
+    /// The run was stopped before its end (Ctrl-C, SIGTERM; on an existing cluster also a
+    /// failed machine command): the timeline is incomplete and was not judged.
+    RunInterrupted {},
     /// The run ended.
     RunEnded {},
 }

@@ -221,11 +221,16 @@ impl Drop for Guard {
 
 #[test]
 fn an_interrupted_local_run_stops_everything_and_removes_its_directory() {
+    let out = tempfile::tempdir().unwrap();
+    let (events, report) = (out.path().join("run.jsonl"), out.path().join("run.html"));
     let mut guard = Guard(
         Command::new(env!("CARGO_BIN_EXE_kubechaos"))
             .current_dir(repo())
             .env("RUST_LOG", "off")
-            .args(["scenario", "api-restart", "--backend", "local"])
+            .args(["scenario", "api-restart", "--backend", "local", "--events"])
+            .arg(&events)
+            .arg("--report")
+            .arg(&report)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -265,6 +270,31 @@ fn an_interrupted_local_run_stops_everything_and_removes_its_directory() {
         rest.iter().any(|l| l.contains("interrupted at t=")),
         "it says it was interrupted: {rest:#?}"
     );
+    // What it saw until then is written, marked as interrupted and not judged.
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("events up to the interruption:")),
+        "{rest:#?}"
+    );
+    let timeline = read_jsonl(&std::fs::read_to_string(&events).unwrap()).unwrap();
+    let kinds: Vec<&kubechaos::events::EventKind> = timeline.iter().map(|e| &e.kind).collect();
+    assert!(
+        matches!(
+            kinds[..],
+            [
+                kubechaos::events::EventKind::RunStarted { .. },
+                ..,
+                kubechaos::events::EventKind::RunInterrupted {},
+                kubechaos::events::EventKind::RunEnded {}
+            ]
+        ),
+        "{kinds:#?}"
+    );
+    assert!(!kinds
+        .iter()
+        .any(|k| matches!(k, kubechaos::events::EventKind::InvariantJudged { .. })));
+    let page = std::fs::read_to_string(&report).unwrap();
+    assert!(page.contains("on local — interrupted</title>"), "{page}");
     assert_eq!(
         wait_until_gone(&needle),
         Vec::<String>::new(),

@@ -55,8 +55,14 @@ pub enum BackendError {
     #[error("{0}")]
     Environment(String),
     /// The run was stopped by Ctrl-C or SIGTERM (exit 3); everything it started was stopped.
-    #[error("{0}")]
-    Interrupted(String),
+    #[error("{message}")]
+    Interrupted {
+        /// What was stopped and restored.
+        message: String,
+        /// The timeline up to the interruption (ending with `run-interrupted`), if the run had
+        /// begun; not judged.
+        events: Vec<crate::events::Event>,
+    },
 }
 
 /// What a backend can do with a scenario, checked before anything runs (`provider`: how the kube

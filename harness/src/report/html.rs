@@ -29,6 +29,8 @@ pub struct Model {
     pub end_ms: u64,
     /// Invariants held and violated; `None` when the events file has no verdicts.
     pub verdicts: Option<(usize, usize)>,
+    /// When the run was interrupted (Ctrl-C, SIGTERM), if it was: then it was not judged.
+    pub interrupted_ms: Option<u64>,
     /// Each violated invariant: `label: message`.
     pub violations: Vec<String>,
     /// Lanes in groups, in drawing order.
@@ -154,12 +156,16 @@ pub fn model(events: &[Event]) -> Result<Model, ModelError> {
     else {
         return Err(ModelError::NoRunStarted);
     };
-    let end_ms = events
+    let interrupted_ms = events
         .iter()
-        .map(|e| e.t_ms)
-        .max()
-        .unwrap_or(0)
-        .max(duration_ms);
+        .find(|e| matches!(e.kind, EventKind::RunInterrupted {}))
+        .map(|e| e.t_ms);
+    // The axis ends where the run did: its planned end, or where it was interrupted.
+    let last = events.iter().map(|e| e.t_ms).max().unwrap_or(0);
+    let end_ms = match interrupted_ms {
+        Some(_) => last,
+        None => last.max(duration_ms),
+    };
     let mut palette = Palette::default();
     let faults = fault_lanes(events);
     let leases = lease_lanes(events, end_ms, &mut palette);
@@ -189,6 +195,7 @@ pub fn model(events: &[Event]) -> Result<Model, ModelError> {
         duration_ms,
         end_ms,
         verdicts,
+        interrupted_ms,
         violations,
         groups,
     })
@@ -800,10 +807,11 @@ pub fn render(events: &[Event]) -> Result<String, ModelError> {
         "kubechaos: {} on {}{}",
         m.scenario,
         m.backend,
-        match m.verdicts {
-            Some((_, 0)) => " — held".to_owned(),
-            Some((_, v)) => format!(" — {v} violated"),
-            None => String::new(),
+        match (m.interrupted_ms, m.verdicts) {
+            (Some(_), _) => " — interrupted".to_owned(),
+            (None, Some((_, 0))) => " — held".to_owned(),
+            (None, Some((_, v))) => format!(" — {v} violated"),
+            (None, None) => String::new(),
         }
     );
     Ok(format!(
@@ -1040,6 +1048,22 @@ mod tests {
         );
         assert_eq!(model(&events[..1]).unwrap().verdicts, None);
         assert_eq!(model(&[]).unwrap_err(), ModelError::NoRunStarted);
+    }
+
+    #[test]
+    fn an_interrupted_run_says_so() {
+        let events = vec![
+            started(),
+            ev(20_000, EventKind::RunInterrupted {}),
+            ev(20_000, EventKind::RunEnded {}),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!((m.interrupted_ms, m.verdicts), (Some(20_000), None));
+        // The axis ends there, not at the planned end.
+        assert_eq!(m.end_ms, 20_000);
+        assert!(render(&events)
+            .unwrap()
+            .contains("<title>kubechaos: t on sim — interrupted</title>"));
     }
 
     #[test]

@@ -41,7 +41,9 @@
     h.textContent = "";
     var h1 = html("h1", data.scenario);
     var v = data.verdicts;
-    var badge = !v ? html("span", "no verdicts recorded", "verdict none")
+    var stopped = data.interrupted_ms !== null && data.interrupted_ms !== undefined;
+    var badge = stopped ? html("span", "interrupted", "verdict none")
+      : !v ? html("span", "no verdicts recorded", "verdict none")
       : v[1] > 0 ? html("span", v[1] + " violated", "verdict fail")
         : html("span", "every invariant held", "verdict pass");
     h1.appendChild(badge);
@@ -53,7 +55,12 @@
 
     var box = document.getElementById("violations");
     box.textContent = "";
-    if (data.violations.length) {
+    if (stopped) {
+      var s = html("div", undefined, "box stopped");
+      s.appendChild(html("b", "Interrupted at " + fmt(data.interrupted_ms) + " (Ctrl-C or SIGTERM)"));
+      s.appendChild(html("p", "The timeline ends there and was not judged: no invariant has a verdict."));
+      box.appendChild(s);
+    } else if (data.violations.length) {
       var d = html("div", undefined, "box");
       d.appendChild(html("b", data.violations.length === 1 ? "Violated" : data.violations.length + " violated"));
       data.violations.forEach(function (t) { d.appendChild(html("p", t)); });

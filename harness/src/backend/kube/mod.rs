@@ -473,6 +473,9 @@ pub fn run(
     let mut driver = Driver::new(world, recorder.clone(), processes);
     let ended_at = realtime::play(&mut driver, s, plan, &interrupt, progress);
     let end_ms = ended_at.as_millis() as u64;
+    if interrupt.came() {
+        recorder.record_at(end_ms, EventKind::RunInterrupted {});
+    }
     recorder.record_at(end_ms, EventKind::RunEnded {});
     observer.abort();
     interrupt.stop();
@@ -518,10 +521,10 @@ pub fn run(
         )));
     }
     if interrupt.came() {
-        return Err(BackendError::Interrupted(format!(
-            "interrupted at t={}; {restored}",
-            fmt_ms(end_ms)
-        )));
+        return Err(BackendError::Interrupted {
+            message: format!("interrupted at t={}; {restored}", fmt_ms(end_ms)),
+            events: recorder.snapshot(),
+        });
     }
     Ok(recorder.snapshot())
 }

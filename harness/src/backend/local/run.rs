@@ -222,7 +222,10 @@ pub fn run(
                 "the local control plane did not start: {e}; everything started was stopped"
             );
             return Err(if interrupt.came() {
-                BackendError::Interrupted(message)
+                BackendError::Interrupted {
+                    message,
+                    events: Vec::new(),
+                }
             } else {
                 BackendError::Environment(message)
             });
@@ -254,6 +257,9 @@ pub fn run(
     let mut driver = Driver::new(world, recorder.clone(), names);
     let ended_at = realtime::play(&mut driver, s, plan, &interrupt, progress);
     let end_ms = ended_at.as_millis() as u64;
+    if interrupt.came() {
+        recorder.record_at(end_ms, EventKind::RunInterrupted {});
+    }
     recorder.record_at(end_ms, EventKind::RunEnded {});
     observer.abort();
     interrupt.stop();
@@ -268,15 +274,18 @@ pub fn run(
         None => progress.say(&format!("stopped every process; removed {}", dir.display())),
     }
     if interrupt.came() {
-        return Err(BackendError::Interrupted(format!(
-            "interrupted at t={}; every process was stopped{}",
-            fmt_ms(end_ms),
-            if opts.keep {
-                String::new()
-            } else {
-                " and the run directory removed".to_owned()
-            }
-        )));
+        return Err(BackendError::Interrupted {
+            message: format!(
+                "interrupted at t={}; every process was stopped{}",
+                fmt_ms(end_ms),
+                if opts.keep {
+                    String::new()
+                } else {
+                    " and the run directory removed".to_owned()
+                }
+            ),
+            events: recorder.snapshot(),
+        });
     }
     Ok(recorder.snapshot())
 }
