@@ -7,8 +7,8 @@
 
 use std::time::Instant;
 
-use kubechaos::backend::local::cluster::{LocalCluster, Quiet, Spec};
-use kubechaos::scenario::Component;
+use kubechaos_core::scenario::Component;
+use kubechaos_engine::backend::local::cluster::{LocalCluster, Quiet, Spec};
 
 fn main() {
     let runs: usize = std::env::var("KUBECHAOS_BENCH_RUNS")

@@ -7,8 +7,8 @@
 //! repository's machine are in docs/benchmarks.md. `KUBECHAOS_BENCH_RUNS` (default 40) and
 //! `KUBECHAOS_BENCH_TICK_MS` (default: the sim's) change the budget and the step.
 
-use kubechaos::explore::{explore, ExploreOptions, Topology};
-use kubechaos::scenario;
+use kubechaos_core::scenario;
+use kubechaos_engine::explore::{explore, ExploreOptions, Topology};
 use std::path::Path;
 
 fn peak_rss_kib() -> Option<u64> {

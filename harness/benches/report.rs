@@ -10,10 +10,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kubechaos::plan::Plan;
-use kubechaos::report::{html, live};
-use kubechaos::run::{run, RunOptions};
-use kubechaos::scenario;
+use kubechaos_core::plan::Plan;
+use kubechaos_core::report::{html, live};
+use kubechaos_core::scenario;
+use kubechaos_engine::run::{run, RunOptions};
 
 const HOUR: &str = "name: an-hour
 cluster:

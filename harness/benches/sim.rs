@@ -9,8 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kubechaos::run::{run, RunOptions};
-use kubechaos::scenario;
+use kubechaos_core::scenario;
+use kubechaos_engine::run::{run, RunOptions};
 
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -49,7 +49,7 @@ fn main() {
     walls.sort();
     let median = walls[walls.len() / 2];
     let total: Duration = walls.iter().sum();
-    println!("api-restart on the sim, {runs} runs (seeds 1..={runs}), {} virtual per run, ~{events} events", kubechaos::scenario::duration::human(virtual_time));
+    println!("api-restart on the sim, {runs} runs (seeds 1..={runs}), {} virtual per run, ~{events} events", kubechaos_core::scenario::duration::human(virtual_time));
     println!(
         "  wall per run: min {:.3}s, median {:.3}s, max {:.3}s",
         walls[0].as_secs_f64(),

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::backend::{BackendError, BackendKind};
 use crate::exit;
-use crate::report::{junit, summary, terminal, Entry};
-use crate::run::{self, RunOptions, DEFAULT_SEED};
-use crate::scenario::{self, Diagnostic, LoadError};
+use kubechaos_core::report::{junit, summary, terminal, Entry};
+use kubechaos_core::scenario::{self, Diagnostic, LoadError};
+use kubechaos_engine::backend::kube::Provider as EngineProvider;
+use kubechaos_engine::backend::{BackendError, BackendKind};
+use kubechaos_engine::run::{self, RunOptions, DEFAULT_SEED};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -81,10 +82,10 @@ enum Command {
         paths: Vec<PathBuf>,
         /// Also check that this backend can run them.
         #[arg(long, value_enum, default_value = "sim")]
-        backend: BackendKind,
+        backend: Backend,
         /// With `--backend kube`: also check that this provider can do their faults.
         #[arg(long, value_enum, default_value = "auto")]
-        provider: crate::backend::kube::Provider,
+        provider: Provider,
     },
     /// Print the JSON Schema of scenario files.
     Schema,
@@ -101,6 +102,70 @@ enum Command {
     /// run a workload's pod without either, or bind pending pods by hand. Works on any cluster.
     #[command(subcommand)]
     Recover(RecoverCommand),
+}
+
+/// `--backend`: the engine's [`BackendKind`]s, as the command line names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    /// A deterministic simulated cluster.
+    Sim,
+    /// A real control plane started on this machine from upstream binaries.
+    Local,
+    /// An existing cluster from a kubeconfig context.
+    Kube,
+}
+
+impl Backend {
+    /// As written on the command line.
+    fn name(self) -> &'static str {
+        BackendKind::from(self).name()
+    }
+}
+
+impl From<Backend> for BackendKind {
+    fn from(b: Backend) -> BackendKind {
+        match b {
+            Backend::Sim => BackendKind::Sim,
+            Backend::Local => BackendKind::Local,
+            Backend::Kube => BackendKind::Kube,
+        }
+    }
+}
+
+/// `--provider`: the kube backend's providers, as the command line names them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+enum Provider {
+    /// From the context name, else from the cluster's nodes.
+    #[default]
+    Auto,
+    /// The API only.
+    Generic,
+    /// kind: the docker CLI against the node containers.
+    Kind,
+    /// k3s in containers (k3d): the docker CLI against the server and agent containers.
+    K3s,
+    /// k3s in a container that kubechaos starts through testcontainers and removes at the end
+    /// (the `testcontainers` feature; needs a Docker engine); then as `k3s`.
+    K3sContainer,
+}
+
+impl Provider {
+    /// As `--provider` names it.
+    fn name(self) -> &'static str {
+        EngineProvider::from(self).name()
+    }
+}
+
+impl From<Provider> for EngineProvider {
+    fn from(p: Provider) -> EngineProvider {
+        match p {
+            Provider::Auto => EngineProvider::Auto,
+            Provider::Generic => EngineProvider::Generic,
+            Provider::Kind => EngineProvider::Kind,
+            Provider::K3s => EngineProvider::K3s,
+            Provider::K3sContainer => EngineProvider::K3sContainer,
+        }
+    }
 }
 
 /// Where the cluster is, as kubectl takes it.
@@ -137,48 +202,52 @@ struct TargetArgs {
     /// kube backend: how kubechaos reaches the cluster's machines for faults the API cannot do
     /// (default: from the context name, `kind-*` or `k3d-*`, else from the nodes).
     #[arg(long, value_enum, default_value = "auto")]
-    provider: crate::backend::kube::Provider,
+    provider: Provider,
 }
 
 impl TargetArgs {
     /// The target, once the guard let it through (exit 2 otherwise). None unless `kube`.
-    fn guarded(&self, backend: BackendKind) -> Result<crate::backend::kube::KubeTarget, i32> {
-        if backend != BackendKind::Kube {
+    fn guarded(
+        &self,
+        backend: Backend,
+    ) -> Result<kubechaos_engine::backend::kube::KubeTarget, i32> {
+        if backend != Backend::Kube {
             return Ok(Default::default());
         }
-        if self.provider == crate::backend::kube::Provider::K3sContainer {
+        if self.provider == Provider::K3sContainer {
             // Its own cluster, made for the run: no context to guard.
             if !cfg!(feature = "testcontainers") {
-                eprintln!("kubechaos: {}", crate::backend::kube::NO_TESTCONTAINERS);
+                eprintln!(
+                    "kubechaos: {}",
+                    kubechaos_engine::backend::kube::NO_TESTCONTAINERS
+                );
                 return Err(exit::BAD_INPUT);
             }
-            return Ok(crate::backend::kube::KubeTarget {
-                provider: self.provider,
+            return Ok(kubechaos_engine::backend::kube::KubeTarget {
+                provider: self.provider.into(),
                 ..Default::default()
             });
         }
-        let config = crate::config::load(self.config.as_deref()).map_err(|e| {
+        let config = kubechaos_engine::config::load(self.config.as_deref()).map_err(|e| {
             eprintln!("kubechaos: {e}");
             exit::BAD_INPUT
         })?;
         let mut allow = self.allow_context.clone();
         allow.extend(config.allow_contexts);
-        let context = crate::backend::kube::resolve_context(
+        let context = kubechaos_engine::backend::kube::resolve_context(
             self.kubeconfig.as_deref(),
             self.context.as_deref(),
         )
-        .and_then(|c| crate::backend::kube::guard(&c, &allow).map(|()| c))
+        .and_then(|c| kubechaos_engine::backend::kube::guard(&c, &allow).map(|()| c))
         .map_err(|e| {
             eprintln!("kubechaos: {e}");
             exit::BAD_INPUT
         })?;
         let provider = match self.provider {
-            crate::backend::kube::Provider::Auto => {
-                crate::backend::kube::Provider::from_context(&context).unwrap_or_default()
-            }
-            p => p,
+            Provider::Auto => EngineProvider::from_context(&context).unwrap_or_default(),
+            p => p.into(),
         };
-        Ok(crate::backend::kube::KubeTarget {
+        Ok(kubechaos_engine::backend::kube::KubeTarget {
             kubeconfig: self.kubeconfig.clone(),
             context: Some(context),
             allow,
@@ -332,7 +401,7 @@ struct ScenarioArgs {
     scenario: String,
     /// Where to run it.
     #[arg(long, value_enum, default_value = "sim")]
-    backend: BackendKind,
+    backend: Backend,
     /// Seed of the simulation: the same seed gives the same run, event for event.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
@@ -356,7 +425,7 @@ struct ScenarioArgs {
     #[arg(long)]
     keep: bool,
     /// Virtual milliseconds per simulation step (sim).
-    #[arg(long, default_value_t = crate::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    #[arg(long, default_value_t = kubechaos_engine::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     tick_ms: u64,
     /// Print the plan (each step, how it is carried out, what undoes it) and touch nothing.
     #[arg(long)]
@@ -380,7 +449,7 @@ struct ExploreArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     max_faults: u64,
     /// Run only this shard of the cases: I/N takes case K when K mod N = I.
-    #[arg(long, value_name = "I/N", value_parser = crate::explore::parse_shard)]
+    #[arg(long, value_name = "I/N", value_parser = kubechaos_engine::explore::parse_shard)]
     shard: Option<(usize, usize)>,
     /// Where the shrunk scenario files go.
     #[arg(long, value_name = "DIR", default_value = "explore-found")]
@@ -392,7 +461,7 @@ struct ExploreArgs {
     #[arg(long, default_value_t = 300)]
     max_shrink_runs: usize,
     /// Virtual milliseconds per simulation step (the written files replay with it).
-    #[arg(long, default_value_t = crate::explore::TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    #[arg(long, default_value_t = kubechaos_engine::explore::TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     tick_ms: u64,
 }
 
@@ -413,7 +482,7 @@ struct SuiteArgs {
     paths: Vec<PathBuf>,
     /// Where to run them.
     #[arg(long, value_enum, default_value = "sim")]
-    backend: BackendKind,
+    backend: Backend,
     /// Seed of every simulated run.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
@@ -519,15 +588,15 @@ fn replay_command(args: &ScenarioArgs) -> String {
         "kubechaos"
     };
     let mut cmd = format!("{prefix} scenario {}", args.scenario);
-    if args.backend == BackendKind::Sim {
+    if args.backend == Backend::Sim {
         cmd.push_str(&format!(" --seed {}", args.seed));
     } else {
         cmd.push_str(&format!(" --backend {}", args.backend.name()));
     }
-    if args.tick_ms != crate::backend::sim::DEFAULT_TICK_MS {
+    if args.tick_ms != kubechaos_engine::backend::sim::DEFAULT_TICK_MS {
         cmd.push_str(&format!(" --tick-ms {}", args.tick_ms));
     }
-    if args.backend == BackendKind::Kube {
+    if args.backend == Backend::Kube {
         if let Some(k) = &args.target.kubeconfig {
             cmd.push_str(&format!(" --kubeconfig {}", k.display()));
         }
@@ -537,7 +606,7 @@ fn replay_command(args: &ScenarioArgs) -> String {
         for a in &args.target.allow_context {
             cmd.push_str(&format!(" --allow-context {a}"));
         }
-        if args.target.provider != crate::backend::kube::Provider::Auto {
+        if args.target.provider != Provider::Auto {
             cmd.push_str(&format!(" --provider {}", args.target.provider.name()));
         }
     }
@@ -586,7 +655,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Err(e) => return print_load_error(&e),
     };
     let opts = RunOptions {
-        backend: args.backend,
+        backend: args.backend.into(),
         seed: args.seed,
         tick: Duration::from_millis(args.tick_ms),
         keep: args.keep,
@@ -625,7 +694,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Ok(kube) => RunOptions { kube, ..opts },
         Err(code) => return code,
     };
-    let unsupported = crate::backend::check(args.backend, opts.kube.provider, &s);
+    let unsupported = kubechaos_engine::backend::check(args.backend.into(), opts.kube.provider, &s);
     if !unsupported.is_empty() {
         return print_unsupported(&s, args.backend.name(), unsupported);
     }
@@ -642,7 +711,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         );
         print!(
             "{}",
-            crate::backend::kube::dry_run(&s, &run::Plan::new(&s), opts.kube.provider)
+            kubechaos_engine::backend::kube::dry_run(&s, &run::Plan::new(&s), opts.kube.provider)
         );
         return exit::HELD;
     }
@@ -651,7 +720,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         s.name,
         s.source.path.display(),
         args.backend.name(),
-        if args.backend == BackendKind::Sim {
+        if args.backend == Backend::Sim {
             format!(", seed {}", args.seed)
         } else {
             String::new()
@@ -665,7 +734,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         "  duration: {}\n",
         scenario::duration::human(s.run_duration())
     );
-    let mut live = crate::report::live::Terminal::stderr("  ");
+    let mut live = kubechaos_core::report::live::Terminal::stderr("  ");
     let outcome = match run::run_with_progress(&s, &opts, &mut live) {
         Ok(o) => o,
         Err(BackendError::Unsupported { backend, problems }) => {
@@ -701,7 +770,7 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
     println!(
         "\n{held} held, {violated} violated ({} of {} time in {:.2}s)",
         scenario::duration::human(outcome.plan.duration),
-        if args.backend == BackendKind::Sim {
+        if args.backend == Backend::Sim {
             "virtual"
         } else {
             "real"
@@ -749,17 +818,17 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
 
 /// Write a run's events file and its HTML report, where asked.
 fn write_run_files(
-    timeline: &[crate::events::Event],
+    timeline: &[kubechaos_core::events::Event],
     events: Option<&Path>,
     report: Option<&Path>,
 ) -> Result<(), i32> {
     if let Some(path) = events {
         let mut buf = Vec::new();
-        crate::events::write_jsonl(timeline, &mut buf).expect("writing to memory");
+        kubechaos_core::events::write_jsonl(timeline, &mut buf).expect("writing to memory");
         write_file(path, &buf, "events")?;
     }
     if let Some(path) = report {
-        let page = crate::report::html::render(timeline)
+        let page = kubechaos_core::report::html::render(timeline)
             .expect("a run's own events start with run-started");
         write_file(path, page.as_bytes(), "HTML report")?;
     }
@@ -787,7 +856,7 @@ fn report_cmd(args: &ReportArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let events = match crate::events::read_jsonl(&text) {
+    let events = match kubechaos_core::events::read_jsonl(&text) {
         Ok(ev) => ev,
         Err(e) => {
             eprintln!(
@@ -800,9 +869,9 @@ fn report_cmd(args: &ReportArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let page = match crate::report::html::render(&events) {
+    let page = match kubechaos_core::report::html::render(&events) {
         Ok(p) => p,
-        Err(crate::report::html::ModelError::NoRunStarted) => {
+        Err(kubechaos_core::report::html::ModelError::NoRunStarted) => {
             eprintln!(
                 "{}:1:1: no run-started event; expected an events file written by `kubechaos scenario --events FILE` (it starts with one)",
                 path.display()
@@ -824,17 +893,20 @@ fn report_cmd(args: &ReportArgs) -> i32 {
     if let Err(code) = write_file(&out, page.as_bytes(), "HTML report") {
         return code;
     }
-    let judged = events
-        .iter()
-        .any(|e| matches!(e.kind, crate::events::EventKind::InvariantJudged { .. }));
+    let judged = events.iter().any(|e| {
+        matches!(
+            e.kind,
+            kubechaos_core::events::EventKind::InvariantJudged { .. }
+        )
+    });
     let interrupted = events
         .iter()
-        .find(|e| matches!(e.kind, crate::events::EventKind::RunInterrupted {}));
+        .find(|e| matches!(e.kind, kubechaos_core::events::EventKind::RunInterrupted {}));
     if let Some(e) = interrupted {
         eprintln!(
             "kubechaos report: {} is of a run interrupted at t={}: the page shows its timeline to there, not judged",
             path.display(),
-            crate::events::fmt_ms(e.t_ms)
+            kubechaos_core::events::fmt_ms(e.t_ms)
         );
     } else if !judged {
         eprintln!(
@@ -849,7 +921,7 @@ fn report_cmd(args: &ReportArgs) -> i32 {
 /// Write the JUnit report and the JSON summary, where asked.
 fn write_reports(
     entries: &[Entry<'_>],
-    backend: BackendKind,
+    backend: Backend,
     seed: u64,
     code: i32,
     junit_path: Option<&Path>,
@@ -881,7 +953,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, i32> {
 }
 
 fn cluster_build() -> i32 {
-    use crate::backend::local::build;
+    use kubechaos_engine::backend::local::build;
     let fixtures = build::fixtures_dir();
     let result = build::Pins::read(&fixtures).and_then(|pins| {
         let dir = build::ensure(&pins, &fixtures, &mut |line| eprintln!("{line}"))?;
@@ -908,8 +980,8 @@ fn cluster_build() -> i32 {
 }
 
 fn cluster_up(args: &UpArgs) -> i32 {
-    use crate::backend::local::cluster::{LocalCluster, Quiet, Spec};
-    use crate::scenario::Component;
+    use kubechaos_core::scenario::Component;
+    use kubechaos_engine::backend::local::cluster::{LocalCluster, Quiet, Spec};
     // One thread: children get a parent-death signal tied to the thread that started them.
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -979,12 +1051,12 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return print_load_error(&e),
     };
-    let problems = crate::backend::check(BackendKind::Sim, Default::default(), &s);
+    let problems = kubechaos_engine::backend::check(BackendKind::Sim, Default::default(), &s);
     if !problems.is_empty() {
         return print_unsupported(&s, "sim", problems);
     }
     let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let topo = match crate::explore::Topology::new(&s, &text) {
+    let topo = match kubechaos_engine::explore::Topology::new(&s, &text) {
         Ok(t) => t,
         Err(problems) => {
             print_problems(&s, problems);
@@ -1002,14 +1074,14 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
             s.faults.len()
         );
     }
-    let opts = crate::explore::ExploreOptions {
+    let opts = kubechaos_engine::explore::ExploreOptions {
         runs: args.runs,
         seed: args.seed,
         max_faults: args.max_faults as usize,
         shard: args.shard.unwrap_or((0, 1)),
         jobs: args
             .jobs
-            .unwrap_or_else(|| crate::explore::ExploreOptions::default().jobs)
+            .unwrap_or_else(|| kubechaos_engine::explore::ExploreOptions::default().jobs)
             .max(1),
         tick_ms: args.tick_ms,
         max_shrink_runs: args.max_shrink_runs,
@@ -1065,13 +1137,14 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
             eprintln!("{line}");
         }
     };
-    let summary = match crate::explore::explore(&topo, &opts, &args.out, &command, &mut report) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kubechaos explore: {e}");
-            return exit::ENVIRONMENT;
-        }
-    };
+    let summary =
+        match kubechaos_engine::explore::explore(&topo, &opts, &args.out, &command, &mut report) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("kubechaos explore: {e}");
+                return exit::ENVIRONMENT;
+            }
+        };
     println!(
         "\n{} run(s) in {:.1}s ({:.1} runs/s): {} violated an invariant",
         summary.runs,
@@ -1100,7 +1173,7 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
             }
         }
         println!("  violation: {}", f.message);
-        let tick = if opts.tick_ms == crate::backend::sim::DEFAULT_TICK_MS {
+        let tick = if opts.tick_ms == kubechaos_engine::backend::sim::DEFAULT_TICK_MS {
             String::new()
         } else {
             format!(" --tick-ms {}", opts.tick_ms)
@@ -1155,7 +1228,8 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
     for f in &files {
         match scenario::load(f) {
             Ok(s) => {
-                let problems = crate::backend::check(args.backend, kube.provider, &s);
+                let problems =
+                    kubechaos_engine::backend::check(args.backend.into(), kube.provider, &s);
                 if !problems.is_empty() {
                     print_unsupported(&s, args.backend.name(), problems);
                     bad = true;
@@ -1186,7 +1260,7 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
         }
     }
     let opts = RunOptions {
-        backend: args.backend,
+        backend: args.backend.into(),
         seed: args.seed,
         kube,
         ..RunOptions::default()
@@ -1195,7 +1269,7 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
         "kubechaos: suite of {} scenario(s) on {}{}",
         scenarios.len(),
         args.backend.name(),
-        if args.backend == BackendKind::Sim {
+        if args.backend == Backend::Sim {
             format!(", seed {}", args.seed)
         } else {
             String::new()
@@ -1206,7 +1280,7 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
     let mut events_paths: Vec<Option<PathBuf>> = Vec::new();
     let mut report_paths: Vec<Option<PathBuf>> = Vec::new();
     let mut interrupted = false;
-    let mut live = crate::report::live::Terminal::stderr("    ");
+    let mut live = kubechaos_core::report::live::Terminal::stderr("    ");
     for s in &scenarios {
         let result = run::run_with_progress(s, &opts, &mut live);
         let in_dir = |dir: &Option<PathBuf>, ext: &str| {
@@ -1360,11 +1434,7 @@ fn list_cmd() -> i32 {
     exit::HELD
 }
 
-fn validate_cmd(
-    paths: &[PathBuf],
-    backend: BackendKind,
-    provider: crate::backend::kube::Provider,
-) -> i32 {
+fn validate_cmd(paths: &[PathBuf], backend: Backend, provider: Provider) -> i32 {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -1384,7 +1454,7 @@ fn validate_cmd(
             print_load_error(&e);
         });
         let loaded = loaded.and_then(|s| {
-            let problems = crate::backend::check(backend, provider, &s);
+            let problems = kubechaos_engine::backend::check(backend.into(), provider.into(), &s);
             if problems.is_empty() {
                 Ok(s)
             } else {
@@ -1418,7 +1488,7 @@ fn validate_cmd(
 }
 
 fn agent_cmd(args: &AgentArgs) -> i32 {
-    use crate::scenario::AgentMode;
+    use kubechaos_core::scenario::AgentMode;
     let Some((namespace, name)) = args
         .lease
         .split_once('/')
@@ -1453,7 +1523,7 @@ fn agent_cmd(args: &AgentArgs) -> i32 {
     rt.block_on(async {
         // client-go bounds leader-election requests by the renew deadline; 5s keeps each try
         // inside it, as the sim's clients do.
-        let client = match crate::kubeclient::client(
+        let client = match kubechaos_engine::kubeclient::client(
             args.kubeconfig.as_deref(),
             args.context.as_deref(),
             Some(Duration::from_secs(5)),
@@ -1466,21 +1536,23 @@ fn agent_cmd(args: &AgentArgs) -> i32 {
                 return exit::ENVIRONMENT;
             }
         };
-        let process = crate::events::identity_process(&identity).to_owned();
-        crate::agent::run(crate::agent::AgentParams {
+        let process = kubechaos_core::events::identity_process(&identity).to_owned();
+        kubechaos_engine::agent::run(kubechaos_engine::agent::AgentParams {
             client,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             identity: identity.clone(),
             mode,
-            clock: std::sync::Arc::new(crate::clock::SystemClock),
-            rng: crate::clock::Rng::new(nanos, &identity),
-            reporter: std::sync::Arc::new(crate::agent::JsonLinesReporter),
+            clock: std::sync::Arc::new(kubechaos_engine::clock::SystemClock),
+            rng: kubechaos_engine::clock::Rng::new(nanos, &identity),
+            reporter: std::sync::Arc::new(kubechaos_engine::agent::JsonLinesReporter),
             note: Box::new(move |m| {
-                crate::agent::JsonLinesReporter::emit(&crate::events::EventKind::ProcessNote {
-                    process: process.clone(),
-                    message: m.to_owned(),
-                })
+                kubechaos_engine::agent::JsonLinesReporter::emit(
+                    &kubechaos_core::events::EventKind::ProcessNote {
+                        process: process.clone(),
+                        message: m.to_owned(),
+                    },
+                )
             }),
         })
         .await;
@@ -1489,10 +1561,10 @@ fn agent_cmd(args: &AgentArgs) -> i32 {
 }
 
 fn cluster_status() -> i32 {
-    use crate::backend::local::cluster::RunRecord;
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, ListParams};
+    use kubechaos_engine::backend::local::cluster::RunRecord;
     let runs = RunRecord::all();
     if runs.is_empty() {
         println!("no local control plane on this machine (start one with `kubechaos cluster up`)");
@@ -1517,7 +1589,9 @@ fn cluster_status() -> i32 {
         println!("  export KUBECONFIG={}", r.kubeconfig.display());
         rt.block_on(async {
             let t = Some(Duration::from_secs(3));
-            let Ok(client) = crate::kubeclient::client(Some(&r.kubeconfig), None, t).await else {
+            let Ok(client) =
+                kubechaos_engine::kubeclient::client(Some(&r.kubeconfig), None, t).await
+            else {
                 println!("  API: cannot read its kubeconfig");
                 return;
             };
@@ -1568,7 +1642,7 @@ fn cluster_status() -> i32 {
                 let ready = nodes
                     .items
                     .iter()
-                    .filter(|n| crate::backend::sim::scheduler::schedulable(n))
+                    .filter(|n| kubechaos_engine::backend::sim::scheduler::schedulable(n))
                     .count();
                 println!(
                     "  nodes: {ready}/{} Ready and schedulable",
@@ -1581,7 +1655,7 @@ fn cluster_status() -> i32 {
 }
 
 fn cluster_down(only: Option<&Path>) -> i32 {
-    use crate::backend::local::cluster::RunRecord;
+    use kubechaos_engine::backend::local::cluster::RunRecord;
     let mut runs = RunRecord::all();
     if let Some(dir) = only {
         let wanted = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
@@ -1649,16 +1723,16 @@ fn cluster_down(only: Option<&Path>) -> i32 {
     exit::HELD
 }
 
-fn recover_exit(e: &crate::recover::RecoverError) -> i32 {
+fn recover_exit(e: &kubechaos_engine::recover::RecoverError) -> i32 {
     eprintln!("kubechaos recover: {e}");
     match e {
-        crate::recover::RecoverError::Refused(_) => exit::BAD_INPUT,
-        crate::recover::RecoverError::Cluster(_) => exit::ENVIRONMENT,
+        kubechaos_engine::recover::RecoverError::Refused(_) => exit::BAD_INPUT,
+        kubechaos_engine::recover::RecoverError::Cluster(_) => exit::ENVIRONMENT,
     }
 }
 
 async fn recover_client(k: &KubeArgs) -> Result<kube::Client, i32> {
-    crate::kubeclient::client(
+    kubechaos_engine::kubeclient::client(
         k.kubeconfig.as_deref(),
         k.context.as_deref(),
         Some(Duration::from_secs(10)),
@@ -1671,7 +1745,7 @@ async fn recover_client(k: &KubeArgs) -> Result<kube::Client, i32> {
 }
 
 fn recover_pod_from(args: &PodFromArgs) -> i32 {
-    use crate::recover::{self, Workload};
+    use kubechaos_engine::recover::{self, Workload};
     let w = match Workload::parse(&args.kube.namespace, &args.workload) {
         Ok(w) => w,
         Err(e) => {
@@ -1755,12 +1829,12 @@ fn recover_bind(args: &BindArgs) -> i32 {
             Ok(c) => c,
             Err(code) => return code,
         };
-        if let Err(e) = crate::recover::check_node(&client, &args.node, None).await {
+        if let Err(e) = kubechaos_engine::recover::check_node(&client, &args.node, None).await {
             return recover_exit(&e);
         }
         let pods = match &args.pod {
             Some(p) => vec![p.clone()],
-            None => match crate::recover::pending(&client, ns, &args.selector).await {
+            None => match kubechaos_engine::recover::pending(&client, ns, &args.selector).await {
                 Ok(p) => p,
                 Err(e) => return recover_exit(&e),
             },
@@ -1778,7 +1852,7 @@ fn recover_bind(args: &BindArgs) -> i32 {
         }
         let mut code = exit::HELD;
         for pod in pods {
-            match crate::recover::bind(&client, ns, &pod, &args.node).await {
+            match kubechaos_engine::recover::bind(&client, ns, &pod, &args.node).await {
                 Ok(()) => println!("pod/{pod} bound to {}", args.node),
                 Err(e) => code = code.max(recover_exit(&e)),
             }

@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use kubechaos::invariants::judge;
-use kubechaos::run::{run, RunOptions};
-use kubechaos::scenario;
+use kubechaos_core::invariants::judge;
+use kubechaos_core::scenario;
+use kubechaos_engine::run::{run, RunOptions};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

@@ -156,7 +156,7 @@ fn a_shard_runs_its_part_of_the_cases_and_bad_input_is_exit_2() {
 /// each invariant's verdict at that step.
 #[test]
 fn the_exploration_step_keeps_every_shipped_verdict() {
-    use kubechaos::run::{run, RunOptions};
+    use kubechaos_engine::run::{run, RunOptions};
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -171,7 +171,7 @@ fn the_exploration_step_keeps_every_shipped_verdict() {
     }
     files.sort();
     for f in files {
-        let s = kubechaos::scenario::load(&f).unwrap();
+        let s = kubechaos_core::scenario::load(&f).unwrap();
         let verdicts = |tick_ms: u64| -> Vec<(String, bool)> {
             run(
                 &s,
@@ -187,8 +187,8 @@ fn the_exploration_step_keeps_every_shipped_verdict() {
             .collect()
         };
         assert_eq!(
-            verdicts(kubechaos::explore::TICK_MS),
-            verdicts(kubechaos::backend::sim::DEFAULT_TICK_MS),
+            verdicts(kubechaos_engine::explore::TICK_MS),
+            verdicts(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
             "{}",
             f.display()
         );

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 mod common;
 use common::{play_scenario, processes_mentioning, repo, wait_until_gone};
 
-use kubechaos::events::read_jsonl;
-use kubechaos::invariants::judge;
+use kubechaos_core::events::read_jsonl;
+use kubechaos_core::invariants::judge;
 
 /// The file of a shipped scenario or of a test fixture.
 fn file_of(scenario: &str) -> PathBuf {
@@ -37,7 +37,7 @@ fn play(scenario: &str, backend: &str) -> (i32, Vec<(String, bool)>, String) {
         code == 0 || code == 1,
         "{scenario} on {backend} could not run (exit {code}):\n{text}"
     );
-    let s = kubechaos::scenario::load(&file_of(scenario)).unwrap();
+    let s = kubechaos_core::scenario::load(&file_of(scenario)).unwrap();
     let events = read_jsonl(&std::fs::read_to_string(&events).unwrap()).unwrap();
     if backend == "local" {
         leases_drawn_with_their_duration(&s, &events, &text);
@@ -52,11 +52,11 @@ fn play(scenario: &str, backend: &str) -> (i32, Vec<(String, bool)>, String) {
 /// The HTML report of a real run has a lane for each lease of the scenario, with the holders'
 /// bars and the Lease's own `leaseDurationSeconds` (which marks expiries).
 fn leases_drawn_with_their_duration(
-    s: &kubechaos::scenario::Scenario,
-    events: &[kubechaos::events::Event],
+    s: &kubechaos_core::scenario::Scenario,
+    events: &[kubechaos_core::events::Event],
     text: &str,
 ) {
-    let model = kubechaos::report::html::model(events).unwrap();
+    let model = kubechaos_core::report::html::model(events).unwrap();
     let lanes: Vec<_> = model.groups.iter().flat_map(|g| &g.lanes).collect();
     for lease in s.leases().keys() {
         let lane = lanes
@@ -277,22 +277,22 @@ fn an_interrupted_local_run_stops_everything_and_removes_its_directory() {
         "{rest:#?}"
     );
     let timeline = read_jsonl(&std::fs::read_to_string(&events).unwrap()).unwrap();
-    let kinds: Vec<&kubechaos::events::EventKind> = timeline.iter().map(|e| &e.kind).collect();
+    let kinds: Vec<&kubechaos_core::events::EventKind> = timeline.iter().map(|e| &e.kind).collect();
     assert!(
         matches!(
             kinds[..],
             [
-                kubechaos::events::EventKind::RunStarted { .. },
+                kubechaos_core::events::EventKind::RunStarted { .. },
                 ..,
-                kubechaos::events::EventKind::RunInterrupted {},
-                kubechaos::events::EventKind::RunEnded {}
+                kubechaos_core::events::EventKind::RunInterrupted {},
+                kubechaos_core::events::EventKind::RunEnded {}
             ]
         ),
         "{kinds:#?}"
     );
     assert!(!kinds
         .iter()
-        .any(|k| matches!(k, kubechaos::events::EventKind::InvariantJudged { .. })));
+        .any(|k| matches!(k, kubechaos_core::events::EventKind::InvariantJudged { .. })));
     let page = std::fs::read_to_string(&report).unwrap();
     assert!(page.contains("on local — interrupted</title>"), "{page}");
     assert_eq!(

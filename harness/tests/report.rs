@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use kubechaos::events::{read_jsonl, EventKind};
+use kubechaos_core::events::{read_jsonl, EventKind};
 
 mod common;
 
@@ -88,7 +88,7 @@ fn escape(s: &str) -> String {
 
 /// The lanes a report of `events` must have: one per fault step, lease, process, node, pod and
 /// invariant the file mentions (read here from the events, not from the report's own code).
-fn expected_lanes(events: &[kubechaos::events::Event]) -> BTreeSet<String> {
+fn expected_lanes(events: &[kubechaos_core::events::Event]) -> BTreeSet<String> {
     let mut lanes = BTreeSet::new();
     for e in events {
         let lane = match &e.kind {

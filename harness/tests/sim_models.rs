@@ -8,18 +8,18 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kubechaos::backend::sim::apiserver::ApiServer;
-use kubechaos::backend::sim::net::SimTransport;
-use kubechaos::backend::sim::process::Proc;
-use kubechaos::backend::sim::store::Store;
-use kubechaos::backend::sim::{controller_manager, epoch, node, scheduler};
-use kubechaos::clock::{Clock, SimClock};
-use kubechaos::events::{Event, EventKind, Recorder};
-use kubechaos::invariants::judge;
-use kubechaos::run::{run, RunOptions};
-use kubechaos::scenario;
+use kubechaos_core::events::{Event, EventKind, Recorder};
+use kubechaos_core::invariants::judge;
+use kubechaos_core::scenario;
+use kubechaos_engine::backend::sim::apiserver::ApiServer;
+use kubechaos_engine::backend::sim::net::SimTransport;
+use kubechaos_engine::backend::sim::process::Proc;
+use kubechaos_engine::backend::sim::store::Store;
+use kubechaos_engine::backend::sim::{controller_manager, epoch, node, scheduler};
+use kubechaos_engine::clock::{Clock, SimClock};
+use kubechaos_engine::run::{run, RunOptions};
 
-fn play(yaml: &str) -> (Vec<Event>, Vec<kubechaos::invariants::Verdict>) {
+fn play(yaml: &str) -> (Vec<Event>, Vec<kubechaos_core::invariants::Verdict>) {
     let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid scenario");
     let outcome = run(&s, &RunOptions::default()).expect("sim runs");
     let verdicts = judge(&s, &outcome.events);
@@ -210,9 +210,9 @@ fn deployments_become_replicasets_become_bound_pods() {
         async move {
             node::run(
                 p,
-                std::sync::Arc::new(kubechaos::backend::sim::node::SimContainers::new(|_| {
-                    unreachable!("no pods run here")
-                })),
+                std::sync::Arc::new(kubechaos_engine::backend::sim::node::SimContainers::new(
+                    |_| unreachable!("no pods run here"),
+                )),
             )
             .await;
             Ok(())
@@ -255,14 +255,14 @@ fn deployments_become_replicasets_become_bound_pods() {
 /// was away is reported once it is back, and the gap is said in the timeline.
 #[test]
 fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
-    use kubechaos::observer::Observer;
+    use kubechaos_engine::observer::Observer;
     let (mut sim, recorder, _, store) = sim_with_api_server();
     let lease = |holder: &str| serde_json::json!({"metadata": {"name": "l", "namespace": "default"}, "spec": {"holderIdentity": holder}});
     store
         .lock()
         .unwrap()
         .create(
-            &kubechaos::backend::sim::store::LEASES,
+            &kubechaos_engine::backend::sim::store::LEASES,
             "default",
             lease("a"),
             "2026-01-01T00:00:00Z",
@@ -298,7 +298,11 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
     let current = store
         .lock()
         .unwrap()
-        .get(&kubechaos::backend::sim::store::LEASES, "default", "l")
+        .get(
+            &kubechaos_engine::backend::sim::store::LEASES,
+            "default",
+            "l",
+        )
         .cloned()
         .unwrap();
     let mut changed = current;
@@ -307,7 +311,7 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
         .lock()
         .unwrap()
         .update(
-            &kubechaos::backend::sim::store::LEASES,
+            &kubechaos_engine::backend::sim::store::LEASES,
             "default",
             "l",
             changed,

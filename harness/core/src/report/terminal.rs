@@ -1,0 +1,111 @@
+//! The terminal report: the timeline as it unfolded (faults, process exits and restarts,
+//! leadership changes, probes) and one line per invariant with its verdict and measured figure.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::events::{fmt_ms, identity_process, EventKind};
+use crate::outcome::Outcome;
+use crate::scenario::Scenario;
+
+/// Render the cluster line: `3 nodes, kube-scheduler ×2, …`.
+pub fn cluster_line(s: &Scenario) -> String {
+    let mut parts = vec![format!(
+        "{} node{}",
+        s.cluster.nodes,
+        if s.cluster.nodes == 1 { "" } else { "s" }
+    )];
+    for (c, spec) in &s.cluster.components {
+        parts.push(format!("{} ×{}", c.name(), spec.replicas));
+    }
+    for a in &s.cluster.agents {
+        parts.push(format!(
+            "agent group {} ×{} ({})",
+            a.name,
+            a.replicas,
+            a.mode.map(|m| m.name()).unwrap_or("correct")
+        ));
+    }
+    parts.join(", ")
+}
+
+/// The timeline section. `verbose`: every event, not only the notable ones.
+pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
+    let mut out = String::new();
+    let mut holders: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for e in &outcome.events {
+        let line = match &e.kind {
+            EventKind::FaultApplied { action, detail, .. } => {
+                Some(format!("fault     {action}  [{detail}]"))
+            }
+            EventKind::ProcessExited { process, reason } => {
+                Some(format!("exit      {process}: {reason}"))
+            }
+            EventKind::ProcessStarted {
+                process,
+                incarnation,
+            } if *incarnation > 1 || verbose => {
+                Some(format!("start     {process} (start #{incarnation})"))
+            }
+            EventKind::LeaseObserved {
+                lease,
+                holder,
+                renew_ms,
+                ..
+            } => {
+                let prev = holders.insert(lease.clone(), holder.clone());
+                if prev.as_ref() != Some(holder) {
+                    Some(format!(
+                        "lease     {lease}: held by {}",
+                        holder.as_deref().map(identity_process).unwrap_or("nobody")
+                    ))
+                } else if verbose {
+                    Some(format!(
+                        "renew     {lease} by {} at {}",
+                        holder.as_deref().unwrap_or("-"),
+                        renew_ms.map(fmt_ms).unwrap_or_default()
+                    ))
+                } else {
+                    None
+                }
+            }
+            EventKind::ProbeCreated { pod, .. } => Some(format!("probe     created {pod}")),
+            EventKind::PodBound { pod, node } => Some(format!("bound     {pod} -> {node}")),
+            EventKind::ProcessNote { process, message } => {
+                Some(format!("note      {process}: {message}"))
+            }
+            EventKind::NodeObserved {
+                node,
+                ready,
+                tainted,
+            } if verbose || !ready || *tainted => Some(format!(
+                "node      {node}: {}{}",
+                if *ready { "Ready" } else { "not Ready" },
+                if *tainted { ", tainted" } else { "" }
+            )),
+            // The verdict section says these.
+            EventKind::InvariantJudged { .. } => None,
+            other if verbose => Some(format!("{other:?}")),
+            _ => None,
+        };
+        if let Some(l) = line {
+            let _ = writeln!(out, "  {:>9}  {l}", fmt_ms(e.t_ms));
+        }
+    }
+    out
+}
+
+/// The verdict section.
+pub fn verdicts(outcome: &Outcome) -> String {
+    let mut out = String::new();
+    for v in &outcome.verdicts {
+        let _ = writeln!(
+            out,
+            "  {}  {}: {}",
+            if v.held { "PASS" } else { "FAIL" },
+            v.label,
+            v.message
+        );
+    }
+    out
+}

@@ -1,0 +1,655 @@
+//! The `kube` backend: a cluster that already exists, reached through a kubeconfig context as
+//! kubectl reaches it, behind a safety guard.
+//!
+//! Faults that the API alone can do (`delete-pods`, `recover`, `bind`, and the probe pods of
+//! `schedulable`/`unschedulable`) work on every cluster: this is the `generic` provider. Faults
+//! that need the machine the cluster runs on (stopping the API server, partitions, killing a
+//! component or a node) come from a [`provider`] that reaches the machines: `kind` and `k3s`
+//! (k3d), through the docker CLI ([`machine`]). A fault the provider cannot do is refused before
+//! anything runs, with the list of what it can do.
+//!
+//! The run is the same as on the other backends: the shared [`Driver`] plays the plan in real
+//! time, the same [`Observer`] watches the API server, the same invariants judge. At the end the
+//! cluster is left as it was found: every machine change still in place is undone (manifests
+//! moved back, iptables rules removed, containers unpaused or started), the probe pods are
+//! deleted, and the `kubechaos` namespace if the run created it; the run says what it restored
+//! and what it left (a recovery pod without `cleanup`, which a recovered cluster may still
+//! need).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::driver::{Driver, Exit, World};
+use super::realtime::{self, Interrupt};
+use super::BackendError;
+use crate::fake_node::ContainerOp;
+use crate::observer::{Command, Observer, PROBE_NAMESPACE};
+use kubechaos_core::events::{fmt_ms, identity_process, Event, EventKind};
+use kubechaos_core::plan::Plan;
+use kubechaos_core::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selector, Target};
+
+#[cfg(feature = "testcontainers")]
+pub mod container;
+pub mod machine;
+pub mod provider;
+
+use machine::{Docker, Machines, NodeMachine};
+pub use provider::Provider;
+
+/// Which existing cluster, and what may be touched.
+#[derive(Clone, Debug, Default)]
+pub struct KubeTarget {
+    /// The kubeconfig file (default: `$KUBECONFIG`, then `~/.kube/config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// The context (default: the kubeconfig's current context).
+    pub context: Option<String>,
+    /// Contexts allowed besides the disposable ones (`--allow-context`).
+    pub allow: Vec<String>,
+    /// How the machines are reached (`--provider`).
+    pub provider: Provider,
+}
+
+/// What the kube backend cannot do with a scenario, with `provider` (before the cluster is
+/// read; `auto` checks only what no provider can do).
+pub fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
+    provider::check(s, provider)
+}
+
+/// The context a run would use: `--context`, else the kubeconfig's current context.
+pub fn resolve_context(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<String, String> {
+    if let Some(c) = context {
+        return Ok(c.to_owned());
+    }
+    let kc = match kubeconfig {
+        Some(p) => kube::config::Kubeconfig::read_from(p)
+            .map_err(|e| format!("cannot read kubeconfig {}: {e}", p.display()))?,
+        None => kube::config::Kubeconfig::read().map_err(|e| {
+            format!("no kubeconfig found ({e}); expected --kubeconfig FILE or $KUBECONFIG")
+        })?,
+    };
+    kc.current_context
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| "the kubeconfig has no current context; expected --context NAME".into())
+}
+
+/// The safety guard: only contexts that are obviously disposable, or allowed by name.
+pub fn guard(context: &str, allow: &[String]) -> Result<(), String> {
+    let disposable = context.starts_with("kind-")
+        || context.starts_with("k3d-")
+        || context == super::local::cluster::CONTEXT;
+    if disposable || allow.iter().any(|a| a == context) {
+        Ok(())
+    } else {
+        Err(format!(
+            "refusing to touch context `{context}`: it does not look disposable; expected a `kind-*` or `k3d-*` context, kubechaos's own `{}`, or `--allow-context {context}` (or `allow-contexts: [{context}]` in kubechaos's configuration file) if this cluster may be broken on purpose",
+            super::local::cluster::CONTEXT
+        ))
+    }
+}
+
+/// The plan as it would be carried out with `provider`, touching nothing (`--dry-run`).
+pub fn dry_run(s: &Scenario, plan: &Plan, provider: Provider) -> String {
+    let mut out = String::new();
+    for a in &plan.actions {
+        let at = fmt_ms(a.at.as_millis() as u64);
+        match &a.kind {
+            kubechaos_core::plan::PlannedKind::Fault { step } => {
+                let action = &s.faults[*step].action;
+                let (how, undo) = match action {
+                    Action::DeletePods(d) => (
+                        format!(
+                            "DELETE the pods in {} matching `{}`, wait until they are gone",
+                            d.namespace, d.selector
+                        ),
+                        "nothing: their controllers replace them".to_owned(),
+                    ),
+                    Action::Recover(r) => (
+                        format!(
+                            "read {}, CREATE a pod from its template bound to {}",
+                            r.pod_from, r.node
+                        ),
+                        if r.cleanup {
+                            "its cleanup deletes it once the workload's pods are Ready".to_owned()
+                        } else {
+                            "nothing: it is left running (the run says so)".to_owned()
+                        },
+                    ),
+                    Action::Bind(b) => (
+                        format!("POST a Binding of {} to {}", b.pod, b.node),
+                        "nothing".to_owned(),
+                    ),
+                    other => machine::describe(provider, other).unwrap_or_else(|| {
+                        (format!("the {} provider", provider.name()), "—".to_owned())
+                    }),
+                };
+                let via = if action.is_api_level() {
+                    "via the API".to_owned()
+                } else {
+                    format!("via {}", provider.name())
+                };
+                out.push_str(&format!(
+                    "{at:>9}  {action}\n           {via}: {how}\n           undone by: {undo}\n"
+                ));
+            }
+            kubechaos_core::plan::PlannedKind::Undo { step } => {
+                out.push_str(&format!("{at:>9}  undo `{}`\n", s.faults[*step].action));
+            }
+            kubechaos_core::plan::PlannedKind::Probe { invariant } => {
+                out.push_str(&format!(
+                    "{at:>9}  CREATE probe pod {PROBE_NAMESPACE}/probe-{invariant} for `{}` (deleted at the end)\n",
+                    s.expect[*invariant].value.label()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The world of an existing cluster: the API, and the machines if the provider reaches them.
+struct KubeWorld {
+    rt: tokio::runtime::Handle,
+    client: kube::Client,
+    commands: mpsc::UnboundedSender<Command>,
+    machines: Option<Machines>,
+    recorder: kubechaos_core::events::Recorder,
+    incarnations: BTreeMap<String, u32>,
+    /// Set when a machine command failed: the run stops (its verdicts would mean nothing).
+    failed: Arc<AtomicBool>,
+}
+
+impl KubeWorld {
+    fn machines(&mut self) -> &mut Machines {
+        self.machines
+            .as_mut()
+            .expect("machine faults are refused without a provider")
+    }
+
+    fn after(&mut self) {
+        if self.machines.as_ref().is_some_and(|m| !m.errors.is_empty()) {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn started(&mut self, name: &str) {
+        let n = self.incarnations.entry(name.to_owned()).or_insert(0);
+        *n += 1;
+        self.recorder.record(EventKind::ProcessStarted {
+            process: name.to_owned(),
+            incarnation: *n,
+        });
+    }
+}
+
+impl World for KubeWorld {
+    fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+        self.machines().stop(name, graceful, hold);
+        self.after();
+    }
+    fn start(&mut self, name: &str) {
+        self.machines().start(name);
+        self.after();
+        self.started(name);
+    }
+    fn exited(&mut self, _: &str) -> Option<Exit> {
+        None
+    }
+    fn cut(&mut self, from: &str, to: &str) {
+        self.machines().cut(from, to);
+        self.after();
+    }
+    fn mend(&mut self, from: &str, to: &str) {
+        self.machines().mend(from, to);
+        self.after();
+    }
+    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
+        let client = self.client.clone();
+        let holder = self
+            .rt
+            .block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(2),
+                    crate::kubeclient::lease_holder(&client, lease),
+                )
+                .await
+            })
+            .ok()?
+            .ok()??;
+        let host = identity_process(&holder);
+        Some(
+            self.machines
+                .as_ref()
+                .and_then(|m| m.holder_process(&lease.to_string(), host))
+                .unwrap_or_else(|| host.to_owned()),
+        )
+    }
+    fn command(&mut self, c: Command) {
+        let _ = self.commands.send(c);
+    }
+    fn containers(&mut self, _: Component, _: Option<&str>, _: ContainerOp) -> Vec<String> {
+        unreachable!("self-hosted scenarios are refused by the kube backend's check")
+    }
+}
+
+/// The provider to use: `--provider`, else the context's name, else the nodes.
+fn resolve_provider(target: &KubeTarget, context: &str, nodes: &[Node]) -> (Provider, String) {
+    match target.provider {
+        Provider::Auto => match Provider::from_context(context) {
+            Some(p) => (p, format!("from the context name {context}")),
+            None => Provider::from_nodes(nodes),
+        },
+        p => (p, "set with --provider".to_owned()),
+    }
+}
+
+/// The nodes as the machines of a provider: InternalIP, control plane by kubeadm's role label
+/// (k3s servers carry it too).
+fn node_machines(nodes: &[Node]) -> Vec<NodeMachine> {
+    nodes
+        .iter()
+        .map(|n| {
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            let ip = n
+                .status
+                .as_ref()
+                .and_then(|s| s.addresses.as_ref())
+                .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+                .map(|a| a.address.clone())
+                .unwrap_or_default();
+            NodeMachine {
+                name: n.metadata.name.clone().unwrap_or_default(),
+                ip,
+                control_plane: labels.contains_key("node-role.kubernetes.io/control-plane")
+                    || labels.contains_key("node-role.kubernetes.io/master"),
+            }
+        })
+        .collect()
+}
+
+/// What the scenario asks of this cluster that it does not have: nodes, control-plane nodes,
+/// replica numbers (checked once the nodes are read, before anything runs).
+pub fn cluster_check(
+    s: &Scenario,
+    nodes: &[NodeMachine],
+    provider: Provider,
+) -> Vec<(Pos, String)> {
+    let mut problems = Vec::new();
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let cp: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.control_plane)
+        .map(|n| n.name.as_str())
+        .collect();
+    let list = |v: &[&str]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    for step in &s.faults {
+        let mut targets = step.action.targets();
+        if !step.action.is_api_level() && provider != Provider::Generic && cp.is_empty() {
+            problems.push((step.pos, format!(
+                "`{}`: no node of this cluster carries the control-plane role label, so the {} provider cannot find its control plane",
+                step.action.key(),
+                provider.name()
+            )));
+        }
+        for (i, t) in targets.drain(..).enumerate() {
+            let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
+            match t {
+                Target::Node(n) if !names.contains(&n.as_str()) => problems.push((
+                    pos,
+                    format!(
+                        "target `node/{n}`: this cluster's nodes are {}; expected one of those",
+                        list(&names)
+                    ),
+                )),
+                Target::Node(_) | Target::ApiServer | Target::Etcd
+                    if matches!(step.action, Action::Partition(_)) =>
+                {
+                    let ends: Vec<&NodeMachine> = match t {
+                        Target::Node(n) => nodes.iter().filter(|m| &m.name == n).collect(),
+                        _ => nodes.iter().filter(|m| m.control_plane).collect(),
+                    };
+                    for m in ends.iter().filter(|m| m.ip.is_empty()) {
+                        problems.push((pos, format!(
+                            "target `{t}`: node {} reports no InternalIP address, so no iptables rule can name it",
+                            m.name
+                        )));
+                    }
+                }
+                Target::Component(c, sel) if provider == Provider::Kind => {
+                    let want = s.cluster.components.get(c).map(|c| c.replicas).unwrap_or(0);
+                    if want as usize != cp.len() {
+                        problems.push((pos, format!(
+                            "target `{t}`: on kind each control-plane node runs one {}, and this cluster has {} ({}); expected `cluster.components.{}.replicas: {}`",
+                            c.name(), cp.len(), list(&cp), c.name(), cp.len()
+                        )));
+                    } else if let Selector::Index(i) = sel {
+                        if *i as usize >= cp.len() {
+                            problems.push((pos, format!(
+                                "target `{t}`: replica {i} would be control-plane node {i}, and this cluster has {} ({})",
+                                cp.len(), list(&cp)
+                            )));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let node = match &step.action {
+            Action::Recover(r) => Some(&r.node),
+            Action::Bind(b) => Some(&b.node),
+            _ => None,
+        };
+        if let Some(n) = node.filter(|n| !names.contains(&n.as_str())) {
+            problems.push((
+                step.pos,
+                format!(
+                    "`{}` to node `{n}`: this cluster's nodes are {}; expected one of those",
+                    step.action.key(),
+                    list(&names)
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+/// Play a validated scenario's plan on an existing cluster (the guard was passed). Returns the
+/// recorded timeline; what the run changed is undone and what it created deleted before it
+/// returns.
+pub fn run(
+    s: &Scenario,
+    plan: &Plan,
+    target: &KubeTarget,
+    progress: &mut dyn kubechaos_core::report::live::Progress,
+) -> Result<Vec<Event>, BackendError> {
+    let rt = realtime::runtime()?;
+    let _entered = rt.enter();
+    let env = |e: String| BackendError::Environment(e);
+    if target.provider == Provider::K3sContainer {
+        return k3s_container(s, plan, &rt, progress);
+    }
+    let client = rt
+        .block_on(crate::kubeclient::client(
+            target.kubeconfig.as_deref(),
+            target.context.as_deref(),
+            Some(Duration::from_secs(10)),
+        ))
+        .map_err(env)?;
+    let version = rt
+        .block_on(client.apiserver_version())
+        .map_err(|e| env(format!("cannot reach the cluster's API server: {e}")))?;
+    progress.say(&format!(
+        "reached the API server (Kubernetes {}.{})",
+        version.major, version.minor
+    ));
+
+    // Which provider, and what this cluster has: read only, before anything is touched.
+    let nodes = rt
+        .block_on(Api::<Node>::all(client.clone()).list(&ListParams::default()))
+        .map_err(|e| env(format!("cannot list the cluster's nodes: {e}")))?
+        .items;
+    let context = target.context.clone().unwrap_or_default();
+    let (provider, why) = resolve_provider(target, &context, &nodes);
+    progress.say(&format!("provider: {} ({why})", provider.name()));
+    let machines = node_machines(&nodes);
+    let mut problems = check(s, provider);
+    problems.extend(cluster_check(s, &machines, provider));
+    if !problems.is_empty() {
+        return Err(BackendError::Unsupported {
+            backend: "kube",
+            problems,
+        });
+    }
+    let machines = matches!(provider, Provider::Kind | Provider::K3s)
+        .then(|| Machines::new(provider, machines, Docker::default()));
+
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let created_namespace = rt
+        .block_on(async {
+            if namespaces.get_opt(PROBE_NAMESPACE).await?.is_some() {
+                return Ok::<bool, kube::Error>(false);
+            }
+            let ns: Namespace =
+                serde_json::from_value(json!({"metadata": {"name": PROBE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}}}))
+                    .expect("namespace");
+            namespaces.create(&PostParams::default(), &ns).await?;
+            Ok(true)
+        })
+        .map_err(|e| env(format!("cannot create the namespace {PROBE_NAMESPACE} for probe pods: {e}")))?;
+
+    let (recorder, zero) = realtime::recorder("kube", s, plan);
+    let interrupt = Interrupt::listen(&rt);
+    let _ = zero.set(Instant::now());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let processes = machines.as_ref().map(|m| m.processes()).unwrap_or_default();
+    let holder_names = machines
+        .as_ref()
+        .map(|m| {
+            let mut names = BTreeMap::new();
+            for lease in s.leases().keys() {
+                for n in m.control_plane() {
+                    if let Some(p) = m.holder_process(&lease.to_string(), &n.name) {
+                        names.insert((lease.to_string(), n.name.clone()), p);
+                    }
+                }
+            }
+            names
+        })
+        .unwrap_or_default();
+    let observer = Observer {
+        recorder: recorder.clone(),
+        epoch: k8s_openapi::jiff::Timestamp::now(),
+        deployments: s.deployments(),
+        leases: s.leases().keys().map(|l| l.to_string()).collect(),
+        watch_timeout: 60,
+        holder_names,
+    };
+    let observer = rt.spawn(observer.run(client.clone(), rx));
+    let mut world = KubeWorld {
+        rt: rt.handle().clone(),
+        client: client.clone(),
+        commands: tx,
+        machines,
+        recorder: recorder.clone(),
+        incarnations: BTreeMap::new(),
+        failed: interrupt.flag.clone(),
+    };
+    // The machines' processes run from time zero (the observer sees their leases, not them).
+    for p in &processes {
+        world.started(p);
+    }
+    let mut driver = Driver::new(world, recorder.clone(), processes);
+    let ended_at = realtime::play(&mut driver, s, plan, &interrupt, progress);
+    let end_ms = ended_at.as_millis() as u64;
+    if interrupt.came() {
+        recorder.record_at(end_ms, EventKind::RunInterrupted {});
+    }
+    recorder.record_at(end_ms, EventKind::RunEnded {});
+    observer.abort();
+    interrupt.stop();
+
+    // Leave the cluster as it was found: the machines first, then what the API holds.
+    let mut restored = Vec::new();
+    let mut errors = Vec::new();
+    if let Some(m) = driver.world.machines.as_mut() {
+        let was_down = m.api_server_down();
+        let before = m.errors.len();
+        restored.extend(m.restore());
+        errors = m.errors.clone();
+        if was_down && m.errors.len() == before {
+            progress.say("waiting for the API server to come back (up to 2m)");
+            let back = rt.block_on(async {
+                let deadline = Instant::now() + Duration::from_secs(120);
+                while Instant::now() < deadline {
+                    if tokio::time::timeout(Duration::from_secs(5), client.apiserver_version())
+                        .await
+                        .is_ok_and(|r| r.is_ok())
+                    {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                false
+            });
+            if !back {
+                errors.push("the API server did not come back within 2m of restoring it".into());
+            }
+        }
+    }
+    restored.push(rt.block_on(restore(&client, created_namespace)));
+    let restored = format!("restored: {}", restored.join("; "));
+    progress.say(&restored);
+    drop(_entered);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    if !errors.is_empty() {
+        return Err(BackendError::Environment(format!(
+            "a machine command failed at or before t={}, so the run stopped there:\n  {}\n{restored}",
+            fmt_ms(end_ms),
+            errors.join("\n  ")
+        )));
+    }
+    if interrupt.came() {
+        return Err(BackendError::Interrupted {
+            message: format!("interrupted at t={}; {restored}", fmt_ms(end_ms)),
+            events: recorder.snapshot(),
+        });
+    }
+    Ok(recorder.snapshot())
+}
+
+/// `--provider k3s-container`: start k3s in a container, play on it with the k3s provider,
+/// remove it.
+#[cfg(feature = "testcontainers")]
+fn k3s_container(
+    s: &Scenario,
+    plan: &Plan,
+    rt: &tokio::runtime::Runtime,
+    progress: &mut dyn kubechaos_core::report::live::Progress,
+) -> Result<Vec<Event>, BackendError> {
+    progress.say("starting k3s in a container through testcontainers");
+    let k3s = rt
+        .block_on(container::start())
+        .map_err(BackendError::Environment)?;
+    progress.say(&format!("k3s is up in container {}", k3s.name));
+    let target = KubeTarget {
+        kubeconfig: Some(k3s.kubeconfig.clone()),
+        context: None,
+        allow: Vec::new(),
+        provider: Provider::K3s,
+    };
+    let result = run(s, plan, &target, progress);
+    let removed = rt.block_on(k3s.remove());
+    progress.say(&removed);
+    result
+}
+
+/// Without the `testcontainers` feature there is no container to start.
+#[cfg(not(feature = "testcontainers"))]
+fn k3s_container(
+    _: &Scenario,
+    _: &Plan,
+    _: &tokio::runtime::Runtime,
+    _: &mut dyn kubechaos_core::report::live::Progress,
+) -> Result<Vec<Event>, BackendError> {
+    Err(BackendError::Environment(NO_TESTCONTAINERS.to_owned()))
+}
+
+/// What a build without the `testcontainers` feature says to `--provider k3s-container`.
+pub const NO_TESTCONTAINERS: &str = "`--provider k3s-container` needs kubechaos built with the `testcontainers` feature: cargo run --features testcontainers -- scenario ...";
+
+/// Delete what the run created (probe pods; the namespace if it made it) and say what was
+/// restored and what was left.
+async fn restore(client: &kube::Client, created_namespace: bool) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE);
+    let managed = ListParams::default().labels("app.kubernetes.io/managed-by=kubechaos");
+    let mut said = Vec::new();
+    match pods.list(&managed).await {
+        Ok(list) => {
+            let names: Vec<String> = list
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            for n in &names {
+                let _ = pods
+                    .delete(n, &DeleteParams::default().grace_period(0))
+                    .await;
+            }
+            if !names.is_empty() {
+                said.push(format!("deleted the probe pods ({})", names.join(", ")));
+            }
+        }
+        Err(e) => said.push(format!("could not list the probe pods to delete them: {e}")),
+    }
+    if created_namespace {
+        match Api::<Namespace>::all(client.clone())
+            .delete(PROBE_NAMESPACE, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => said.push(format!(
+                "deleted the namespace {PROBE_NAMESPACE} it created"
+            )),
+            Err(e) => said.push(format!(
+                "could not delete the namespace {PROBE_NAMESPACE}: {e}"
+            )),
+        }
+    }
+    // Recovery pods of steps without cleanup stay: the recovered cluster may need them.
+    let recovery = ListParams::default().labels(crate::recover::RECOVERY_LABEL);
+    if let Ok(list) = Api::<Pod>::all(client.clone()).list(&recovery).await {
+        let left: Vec<String> = list
+            .items
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.name.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        if !left.is_empty() {
+            said.push(format!(
+                "left running: recovery pod(s) {} (delete them once their workloads are available again)",
+                left.join(", ")
+            ));
+        }
+    }
+    if said.is_empty() {
+        "nothing to undo through the API".to_owned()
+    } else {
+        said.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_lets_only_disposable_or_named_contexts_through() {
+        for ok in ["kind-chaos", "k3d-nightly", "kubechaos-local"] {
+            assert!(guard(ok, &[]).is_ok(), "{ok}");
+        }
+        let err = guard("prod-eu-1", &[]).unwrap_err();
+        assert!(
+            err.contains("refusing to touch context `prod-eu-1`"),
+            "{err}"
+        );
+        assert!(err.contains("--allow-context prod-eu-1"), "{err}");
+        assert!(guard("staging", &["staging".to_owned()]).is_ok());
+        assert!(guard("kind", &[]).is_err(), "only the kind- prefix");
+    }
+}

@@ -1,0 +1,238 @@
+//! Providers: how kubechaos reaches the machines of an existing cluster, for the faults that the
+//! API alone cannot do.
+//!
+//! - `generic`: the API only (`delete-pods`, `recover`, `bind`, probe pods). Every cluster.
+//! - `kind`: the docker CLI against kind's node containers. The control plane is kubeadm's static
+//!   pods: a component is stopped for good by moving its manifest out of
+//!   `/etc/kubernetes/manifests` (kubelet stops it) and started by moving it back; it is killed
+//!   with `crictl stop` in the node (kubelet restarts it); partitions are iptables rules inside
+//!   the node containers; a node is stopped with `docker pause`.
+//! - `k3s`: k3s in containers (k3d). k3s runs the API server, scheduler, controller-manager and
+//!   datastore inside one server process, so `api-server: stop|crash|start|restart` stops or
+//!   starts the server container (all of them, and the server node's kubelet, together), and the
+//!   scheduler or controller-manager cannot be stopped alone; partitions and node stops work as
+//!   on kind.
+//!
+//! - `k3s-container`: k3s in a container that kubechaos starts itself through testcontainers
+//!   (the `testcontainers` cargo feature, for machines with a Docker engine), then as `k3s`.
+//!
+//! The provider is detected from the context name (`kind-*`, `k3d-*`) or the nodes (a
+//! `kind://` providerID; a `+k3s` kubelet version), or named with `--provider`.
+
+use k8s_openapi::api::core::v1::Node;
+
+use kubechaos_core::scenario::{Action, Pos, Scenario, Target};
+
+/// Which provider, as `--provider` names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Provider {
+    /// From the context name, else from the cluster's nodes.
+    #[default]
+    Auto,
+    /// The API only.
+    Generic,
+    /// kind: the docker CLI against the node containers.
+    Kind,
+    /// k3s in containers (k3d): the docker CLI against the server and agent containers.
+    K3s,
+    /// k3s in a container that kubechaos starts through testcontainers and removes at the end
+    /// (the `testcontainers` feature; needs a Docker engine); then as `k3s`.
+    K3sContainer,
+}
+
+impl Provider {
+    /// As `--provider` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Auto => "auto",
+            Provider::Generic => "generic",
+            Provider::Kind => "kind",
+            Provider::K3s => "k3s",
+            Provider::K3sContainer => "k3s-container",
+        }
+    }
+
+    /// The provider a context's name gives away; `None` if the nodes must tell.
+    pub fn from_context(context: &str) -> Option<Provider> {
+        if context.starts_with("kind-") {
+            Some(Provider::Kind)
+        } else if context.starts_with("k3d-") {
+            Some(Provider::K3s)
+        } else if context == crate::backend::local::cluster::CONTEXT {
+            // kubechaos's own control plane: its processes are the local backend's to touch.
+            Some(Provider::Generic)
+        } else {
+            None
+        }
+    }
+
+    /// The provider the cluster's nodes give away, and why.
+    pub fn from_nodes(nodes: &[Node]) -> (Provider, String) {
+        for n in nodes {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if let Some(id) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+                if id.starts_with("kind://") {
+                    return (Provider::Kind, format!("node {name} has providerID {id}"));
+                }
+            }
+            let kubelet = n
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.kubelet_version.clone())
+                .unwrap_or_default();
+            if kubelet.contains("+k3s") {
+                if name.starts_with("k3d-") {
+                    return (
+                        Provider::K3s,
+                        format!("node {name} runs k3s ({kubelet}) in a k3d container"),
+                    );
+                }
+                return (
+                    Provider::Generic,
+                    format!("node {name} runs k3s ({kubelet}) but not in a k3d container: machine faults on a k3s host need kubechaos on that host, which is not built; API-level faults only"),
+                );
+            }
+        }
+        (
+            Provider::Generic,
+            "no node says kind or k3s: API-level faults only".to_owned(),
+        )
+    }
+
+    /// What this provider can do, one line each.
+    pub fn can(self) -> Vec<&'static str> {
+        let mut out = vec![
+            "delete-pods, recover, bind (and the probe pods of schedulable/unschedulable): through the API",
+        ];
+        match self {
+            Provider::Kind => out.extend([
+                "api-server and etcd: stop, crash, start, restart (the static pods of every control-plane node)",
+                "kill, remove, start of kube-scheduler and kube-controller-manager (replica N = the Nth control-plane node by name; /leader)",
+                "kill, remove, start of node/NAME (docker pause, unpause)",
+                "partition and heal between node/NAME, api-server and etcd (iptables in the node containers)",
+            ]),
+            Provider::K3s | Provider::K3sContainer => out.extend([
+                "api-server: stop, crash, start, restart (the k3s server containers: API server, scheduler, controller-manager, datastore and the server's kubelet together)",
+                "kill, remove, start of node/NAME (docker pause, unpause)",
+                "partition and heal between node/NAME and api-server (iptables in the node containers)",
+            ]),
+            Provider::Generic | Provider::Auto => {}
+        }
+        out
+    }
+
+    /// Why this provider cannot do `action`, if it cannot.
+    fn refusal(self, action: &Action) -> Option<String> {
+        let machine = "needs the machine the cluster runs on";
+        let component_alone = |t: &Target| {
+            match t {
+            Target::Component(c, _) => Some(format!(
+                "k3s runs {} inside its server process: it cannot be stopped alone; the nearest fault is `api-server: restart`, which restarts the API server, scheduler and controller-manager together",
+                c.name()
+            )),
+            Target::Agent(..) => Some("kubechaos does not start agents on an existing cluster".to_owned()),
+            Target::Etcd => Some("k3s keeps its datastore inside the server process: use `api-server`".to_owned()),
+            _ => None,
+        }
+        };
+        match (self, action) {
+            (_, a) if a.is_api_level() => None,
+            (_, Action::Heal(_)) => None,
+            (Provider::Generic, _) => Some(format!("it {machine}, and the generic provider has only the API")),
+            (Provider::Auto, _) => None,
+            (Provider::Kind, Action::Kill(t) | Action::Remove(t) | Action::Start(t)) => match t {
+                Target::Agent(..) => Some("kubechaos does not start agents on an existing cluster".to_owned()),
+                _ => None,
+            },
+            (Provider::Kind, Action::Partition(p)) => [&p.a, &p.b].into_iter().find_map(|t| match t {
+                Target::Component(c, _) => Some(format!(
+                    "on kind, {} shares its node container's network with every other component of that node, so a partition cannot single it out; partition its node (`node/NAME`) instead",
+                    c.name()
+                )),
+                Target::Agent(..) => Some("kubechaos does not start agents on an existing cluster".to_owned()),
+                _ => None,
+            }),
+            (Provider::Kind, _) => None,
+            (Provider::K3s | Provider::K3sContainer, Action::Etcd(_)) => {
+                component_alone(&Target::Etcd)
+            }
+            (
+                Provider::K3s | Provider::K3sContainer,
+                Action::Kill(t) | Action::Remove(t) | Action::Start(t),
+            ) => component_alone(t),
+            (Provider::K3s | Provider::K3sContainer, Action::Partition(p)) => {
+                [&p.a, &p.b].into_iter().find_map(component_alone)
+            }
+            (Provider::K3s | Provider::K3sContainer, _) => None,
+        }
+    }
+}
+
+/// What `provider` cannot do with a scenario (before the cluster is read). With `Auto`, only
+/// what no provider can do.
+pub fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
+    let can = provider
+        .can()
+        .iter()
+        .map(|l| format!("\n      - {l}"))
+        .collect::<String>();
+    let mut problems = Vec::new();
+    for step in &s.faults {
+        if let Some(why) = provider.refusal(&step.action) {
+            problems.push((
+                step.pos,
+                format!(
+                    "`{}`: {why}; the {} provider can do:{can}",
+                    step.action,
+                    provider.name()
+                ),
+            ));
+        }
+    }
+    for a in &s.cluster.agents {
+        problems.push((a.pos, format!(
+            "agent `{}`: kubechaos does not start agents on an existing cluster yet; expected a scenario without `agents:` on `--backend kube` (run agent scenarios with `--backend local`)",
+            a.name
+        )));
+    }
+    if s.cluster.self_hosted {
+        problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: serde_json::Value) -> Node {
+        serde_json::from_value(json).expect("node")
+    }
+
+    #[test]
+    fn the_provider_is_told_by_the_context_or_the_nodes() {
+        assert_eq!(Provider::from_context("kind-chaos"), Some(Provider::Kind));
+        assert_eq!(Provider::from_context("k3d-nightly"), Some(Provider::K3s));
+        assert_eq!(
+            Provider::from_context("kubechaos-local"),
+            Some(Provider::Generic)
+        );
+        assert_eq!(Provider::from_context("ci-cluster"), None);
+        let kind = node(
+            serde_json::json!({"metadata": {"name": "chaos-control-plane"}, "spec": {"providerID": "kind://docker/chaos/chaos-control-plane"}}),
+        );
+        assert_eq!(Provider::from_nodes(&[kind]).0, Provider::Kind);
+        let k3d = node(
+            serde_json::json!({"metadata": {"name": "k3d-ci-server-0"}, "status": {"nodeInfo": {"kubeletVersion": "v1.33.4+k3s1", "architecture": "", "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "", "machineID": "", "operatingSystem": "", "osImage": "", "systemUUID": ""}}}),
+        );
+        assert_eq!(Provider::from_nodes(&[k3d]).0, Provider::K3s);
+        let host = node(
+            serde_json::json!({"metadata": {"name": "edge-1"}, "status": {"nodeInfo": {"kubeletVersion": "v1.33.4+k3s1", "architecture": "", "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "", "machineID": "", "operatingSystem": "", "osImage": "", "systemUUID": ""}}}),
+        );
+        let (p, why) = Provider::from_nodes(&[host]);
+        assert_eq!(p, Provider::Generic);
+        assert!(why.contains("not in a k3d container"), "{why}");
+        assert_eq!(Provider::from_nodes(&[]).0, Provider::Generic);
+    }
+}

@@ -1,0 +1,909 @@
+//! A real control plane on this machine: upstream etcd, kube-apiserver, kube-scheduler and
+//! kube-controller-manager as child processes, agents as child processes, fake nodes that
+//! heartbeat like KWOK's; certificates, kubeconfigs, data and logs in one run directory. This is
+//! the one launcher behind `kubechaos cluster up` and `--backend local`.
+//!
+//! Every child runs as `setpriv --pdeathsig KILL -- unshare --uts -- sh -c 'hostname NAME; exec BIN …'`,
+//! in its own process group:
+//! - the parent-death signal kills it if kubechaos itself dies, even by SIGKILL, so no run leaves
+//!   a process behind;
+//! - its own UTS namespace gives it the hostname `NAME` (`kube-scheduler-1`), so the identity that
+//!   upstream writes into the Lease (`hostname_uuid`) says which replica holds it, in the same
+//!   `PROCESS_x` shape as the sim (this needs root: `unshare --uts` needs CAP_SYS_ADMIN);
+//! - its own process group keeps a terminal's Ctrl-C away from it: kubechaos stops it, in order.
+//!
+//! Every client of the API server (component replicas, agents, fake nodes) reaches it through its
+//! own [`Proxy`], and the API server reaches etcd through one, so that a partition can cut any one
+//! link. kubectl and the harness's observer talk to the API server directly.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use tokio::process::Child;
+
+use super::build;
+use super::pki::{self, Pki};
+use super::pods::{self, signal_group, LocalContainers};
+use super::proxy::Proxy;
+use crate::backend::driver::{API_SERVER, ETCD};
+use crate::clock::SystemClock;
+use crate::observer::PROBE_NAMESPACE;
+use kubechaos_core::scenario::validate::process_name;
+use kubechaos_core::scenario::{AgentMode, Component, LeaseRef, Scenario};
+
+/// What an agent replica runs.
+#[derive(Clone, Debug)]
+pub enum AgentRun {
+    /// The reference agent (`kubechaos agent`) in this mode.
+    Reference(AgentMode),
+    /// The user's own program.
+    Command(Vec<String>),
+}
+
+/// A group of leader-elected agent replicas.
+#[derive(Clone, Debug)]
+pub struct AgentGroup {
+    /// Group name; replicas are `NAME-0`, … .
+    pub name: String,
+    /// Replicas.
+    pub replicas: u32,
+    /// The Lease they compete for.
+    pub lease: LeaseRef,
+    /// What each replica runs.
+    pub run: AgentRun,
+}
+
+/// What to start.
+#[derive(Clone, Debug, Default)]
+pub struct Spec {
+    /// What it is for, shown by `kubechaos cluster status` (`cluster up`, `scenario api-restart`).
+    pub purpose: String,
+    /// Fake nodes `node-0` … .
+    pub nodes: u32,
+    /// Replicas per component.
+    pub components: BTreeMap<Component, u32>,
+    /// Agent groups.
+    pub agents: Vec<AgentGroup>,
+    /// The components run as Deployments, their pods run by the fake nodes
+    /// ([`crate::selfhosted`]), rather than as processes of their own.
+    pub self_hosted: bool,
+}
+
+impl Spec {
+    /// What a scenario's `cluster:` asks for.
+    pub fn of(s: &Scenario) -> Spec {
+        Spec {
+            purpose: format!("scenario {}", s.name),
+            nodes: s.cluster.nodes,
+            components: s
+                .cluster
+                .components
+                .iter()
+                .map(|(c, spec)| (*c, spec.replicas))
+                .collect(),
+            agents: s
+                .cluster
+                .agents
+                .iter()
+                .map(|a| AgentGroup {
+                    name: a.name.clone(),
+                    replicas: a.replicas,
+                    lease: a.lease.clone(),
+                    run: match &a.command {
+                        Some(cmd) => AgentRun::Command(cmd.clone()),
+                        None => AgentRun::Reference(a.mode.unwrap_or(AgentMode::Correct)),
+                    },
+                })
+                .collect(),
+            self_hosted: s.cluster.self_hosted,
+        }
+    }
+
+    /// Every process, in start order: etcd, the API server, components (unless self-hosted: then
+    /// they are pods), agents, nodes.
+    pub fn processes(&self) -> Vec<String> {
+        let mut names = vec![ETCD.to_owned(), API_SERVER.to_owned()];
+        names.extend(self.clients().into_iter().map(|(n, _)| n));
+        names
+    }
+
+    /// Every client of the API server, with what it is.
+    fn clients(&self) -> Vec<(String, Kind)> {
+        let mut out = Vec::new();
+        for (c, replicas) in self.components.iter().filter(|_| !self.self_hosted) {
+            for i in 0..*replicas {
+                out.push((process_name(c.name(), i), Kind::Component(*c)));
+            }
+        }
+        for (g, group) in self.agents.iter().enumerate() {
+            for i in 0..group.replicas {
+                out.push((process_name(&group.name, i), Kind::Agent(g, i)));
+            }
+        }
+        for i in 0..self.nodes {
+            out.push((process_name("node", i), Kind::Node));
+        }
+        out
+    }
+
+    /// Every lease that must be held before the cluster counts as ready.
+    fn leases(&self) -> Vec<LeaseRef> {
+        let mut out: Vec<LeaseRef> = self
+            .components
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, _)| c.lease())
+            .collect();
+        out.extend(self.agents.iter().map(|a| a.lease.clone()));
+        out
+    }
+}
+
+/// How to start a child: program, arguments, extra environment.
+type Launch = (PathBuf, Vec<String>, Vec<(String, String)>);
+
+/// What a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Etcd,
+    ApiServer,
+    Component(Component),
+    /// Group index and replica.
+    Agent(usize, u32),
+    Node,
+}
+
+/// Told about what the processes do: starts, and every line they print.
+pub trait Hooks: Send + Sync {
+    /// Incarnation `incarnation` (from 1) of `process` started.
+    fn started(&self, _process: &str, _incarnation: u32) {}
+    /// A line of a process's output (stdout or stderr), as it is printed.
+    fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
+    /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
+    /// the ends of the processes it supervises itself.
+    fn exited(&self, _process: &str, _reason: &str) {}
+}
+
+/// Hooks that do nothing (`cluster up`).
+pub struct Quiet;
+impl Hooks for Quiet {}
+
+/// The context name written into kubeconfigs.
+pub const CONTEXT: &str = "kubechaos-local";
+
+/// How long `up` waits for the control plane to be ready.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How long a gracefully stopped process may take to exit before it is killed (the kubelet's
+/// default `terminationGracePeriodSeconds`). kube-apiserver can take that long: it drains open
+/// watches before it exits.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// How long `start` waits for a stopped process that has not exited yet before it kills it: the
+/// plan says when the process runs again, and it must not slip by a long shutdown.
+pub const START_WAIT: Duration = Duration::from_secs(3);
+
+/// Per-request timeout of the fake nodes' clients (a partitioned node's request must end).
+const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running local control plane. Dropping it kills every child.
+pub struct LocalCluster {
+    tempdir: Option<tempfile::TempDir>,
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The API server's URL.
+    pub server: String,
+    /// kubeconfig of the admin identity (for kubectl and the harness), straight to the API server.
+    pub admin_kubeconfig: PathBuf,
+    /// A client as admin, straight to the API server.
+    pub admin: kube::Client,
+    spec: Spec,
+    bins: PathBuf,
+    agent_exe: PathBuf,
+    pki: Pki,
+    ports: Ports,
+    advertise: IpAddr,
+    kinds: BTreeMap<String, Kind>,
+    /// Each client's link to the API server, and the API server's link to etcd (key `api-server`).
+    proxies: BTreeMap<String, Proxy>,
+    hooks: Arc<dyn Hooks>,
+    children: BTreeMap<String, Child>,
+    /// Signalled to stop, not yet reaped.
+    stopping: BTreeMap<String, Child>,
+    incarnations: BTreeMap<String, u32>,
+    nodes: BTreeMap<String, tokio::task::JoinHandle<()>>,
+    /// What the fake nodes run for their pods.
+    pub containers: Arc<LocalContainers>,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for task in self.nodes.values() {
+            task.abort();
+        }
+        self.containers.kill_all();
+        for child in self.children.values().chain(self.stopping.values()) {
+            signal_group(child, Signal::SIGKILL);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ports {
+    etcd_client: u16,
+    etcd_peer: u16,
+    api: u16,
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+}
+
+/// A non-loopback IPv4 address of this machine: kube-apiserver rejects a loopback
+/// `--advertise-address`. Nothing connects to it (the API server binds 127.0.0.1 only).
+fn advertise_address() -> Result<IpAddr, String> {
+    let trie = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
+    let mut prev = "";
+    for line in trie.lines() {
+        if line.contains("/32 host LOCAL") {
+            if let Some(ip) = prev
+                .split_whitespace()
+                .last()
+                .and_then(|s| s.parse::<IpAddr>().ok())
+            {
+                if !ip.is_loopback() {
+                    return Ok(ip);
+                }
+            }
+        }
+        prev = line;
+    }
+    Err("this machine has no non-loopback IPv4 address, and kube-apiserver rejects a loopback --advertise-address".into())
+}
+
+/// The program that runs reference agents: this executable (`kubechaos agent`), unless
+/// `KUBECHAOS_EXE` names another.
+fn agent_exe() -> Result<PathBuf, String> {
+    match std::env::var_os("KUBECHAOS_EXE") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find the kubechaos executable to run agents: {e}")),
+    }
+}
+
+impl LocalCluster {
+    /// Build (once) and start a control plane; returns when the API is ready, every lease
+    /// (components, agents) is held and every node is Ready. `keep`: leave the run directory
+    /// after `down`. Processes started after this (restarts) need the Tokio runtime entered.
+    pub async fn up(
+        spec: &Spec,
+        keep: bool,
+        hooks: Arc<dyn Hooks>,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<LocalCluster, String> {
+        let fixtures = build::fixtures_dir();
+        let pins = build::Pins::read(&fixtures).map_err(|e| e.to_string())?;
+        let bins = build::ensure(&pins, &fixtures, say).map_err(|e| e.to_string())?;
+        let agent_exe = if spec.agents.is_empty() {
+            PathBuf::new()
+        } else {
+            agent_exe()?
+        };
+        let tempdir = tempfile::Builder::new()
+            .prefix("kubechaos-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a run directory: {e}"))?;
+        let dir = tempdir.path().to_path_buf();
+        let advertise = advertise_address()?;
+        let pki = pki::generate(
+            &dir.join("pki"),
+            &["127.0.0.1".parse().expect("ip"), advertise],
+        )?;
+        std::fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
+        let ports = Ports {
+            etcd_client: free_port()?,
+            etcd_peer: free_port()?,
+            api: free_port()?,
+        };
+        let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let server = format!("https://127.0.0.1:{}", ports.api);
+        let admin_kubeconfig = dir.join("admin.kubeconfig");
+        write_file(
+            &admin_kubeconfig,
+            &pki::kubeconfig(&pki, "admin", &server, CONTEXT)?,
+        )?;
+
+        let mut kinds = BTreeMap::from([
+            (ETCD.to_owned(), Kind::Etcd),
+            (API_SERVER.to_owned(), Kind::ApiServer),
+        ]);
+        let mut proxies = BTreeMap::new();
+        let proxy = |target| async move {
+            Proxy::start(target)
+                .await
+                .map_err(|e| format!("cannot start a proxy on 127.0.0.1: {e}"))
+        };
+        proxies.insert(
+            API_SERVER.to_owned(),
+            proxy(local(ports.etcd_client)).await?,
+        );
+        for (name, kind) in spec.clients() {
+            let p = proxy(local(ports.api)).await?;
+            let identity = match kind {
+                Kind::Component(c) => c.name(),
+                _ => "admin",
+            };
+            let via = format!("https://127.0.0.1:{}", p.addr.port());
+            write_file(
+                &dir.join(format!("{name}.kubeconfig")),
+                &pki::kubeconfig(&pki, identity, &via, CONTEXT)?,
+            )?;
+            proxies.insert(name.clone(), p);
+            kinds.insert(name, kind);
+        }
+        if spec.self_hosted {
+            // Each node's own /etc/kubernetes for the components' pods (see `pods`).
+            for i in 0..spec.nodes {
+                let node = process_name("node", i);
+                let etc = pods::node_root(&dir, &node).join("etc/kubernetes");
+                std::fs::create_dir_all(&etc)
+                    .map_err(|e| format!("cannot create {}: {e}", etc.display()))?;
+                let via = format!("https://127.0.0.1:{}", proxies[&node].addr.port());
+                for (c, file) in [
+                    (Component::KubeScheduler, "scheduler.conf"),
+                    (Component::KubeControllerManager, "controller-manager.conf"),
+                ] {
+                    write_file(
+                        &etc.join(file),
+                        &pki::kubeconfig(&pki, c.name(), &via, CONTEXT)?,
+                    )?;
+                }
+                let link = etc.join("pki");
+                if !link.exists() {
+                    std::os::unix::fs::symlink(&pki.dir, &link)
+                        .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+                }
+            }
+        }
+        let record = RunRecord {
+            pid: std::process::id(),
+            purpose: spec.purpose.clone(),
+            kubeconfig: admin_kubeconfig.clone(),
+            keep,
+        };
+        write_file(
+            &dir.join(RunRecord::FILE),
+            &serde_json::to_string_pretty(&record).expect("record"),
+        )?;
+        let admin = client_for(&admin_kubeconfig, None).await?;
+        let containers = Arc::new(LocalContainers::new(
+            bins.clone(),
+            dir.clone(),
+            hooks.clone(),
+        ));
+        let mut cluster = LocalCluster {
+            tempdir: if keep {
+                // Detach it: the directory outlives this run.
+                let _ = tempdir.keep();
+                None
+            } else {
+                Some(tempdir)
+            },
+            dir,
+            server,
+            admin_kubeconfig,
+            admin,
+            spec: spec.clone(),
+            bins,
+            agent_exe,
+            pki,
+            ports,
+            advertise,
+            kinds,
+            proxies,
+            hooks,
+            children: BTreeMap::new(),
+            stopping: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            containers,
+        };
+        let started = Instant::now();
+        say(&format!(
+            "starting etcd and kube-apiserver ({})",
+            cluster.dir.display()
+        ));
+        cluster.start(ETCD)?;
+        cluster.start(API_SERVER)?;
+        cluster.wait_api(started).await?;
+        cluster.prepare().await?;
+        say(&format!(
+            "API ready after {:.1}s; starting {}{} agent(s) and {} fake node(s)",
+            started.elapsed().as_secs_f64(),
+            if spec.self_hosted { "" } else { "components, " },
+            spec.agents.iter().map(|a| a.replicas).sum::<u32>(),
+            spec.nodes
+        ));
+        for (name, _) in spec.clients() {
+            cluster.start(&name)?;
+        }
+        if spec.self_hosted {
+            let components: BTreeMap<Component, u32> = spec.components.clone();
+            let admin = cluster.admin.clone();
+            let limit = READY_TIMEOUT.saturating_sub(started.elapsed());
+            let phases: Mutex<Vec<String>> = Mutex::default();
+            let hear = |m: &str| phases.lock().expect("phases").push(m.to_owned());
+            let boot = crate::selfhosted::bootstrap(&admin, &components, spec.nodes, limit, &hear);
+            tokio::pin!(boot);
+            // Say each phase as it comes, and notice a child that died meanwhile.
+            loop {
+                tokio::select! {
+                    r = &mut boot => { r?; break; }
+                    () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                }
+                for m in phases.lock().expect("phases").drain(..) {
+                    say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
+                }
+                cluster.check_alive()?;
+            }
+            for m in phases.lock().expect("phases").drain(..) {
+                say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
+            }
+        }
+        cluster.wait_ready(started).await?;
+        say(&format!(
+            "ready after {:.1}s: leases held, {} node(s) Ready",
+            started.elapsed().as_secs_f64(),
+            spec.nodes
+        ));
+        Ok(cluster)
+    }
+
+    /// Objects the run needs before anything else starts: the probe pods' namespace with its
+    /// default ServiceAccount (the ServiceAccount admission plugin refuses pods without one, and
+    /// the controller-manager that would create it may be down), and the agents' namespaces.
+    async fn prepare(&self) -> Result<(), String> {
+        let mut namespaces = vec![PROBE_NAMESPACE.to_owned()];
+        namespaces.extend(self.spec.agents.iter().map(|a| a.lease.namespace.clone()));
+        let ns_api = Api::<Namespace>::all(self.admin.clone());
+        for ns in namespaces {
+            if ns_api.get_opt(&ns).await.ok().flatten().is_some() {
+                continue;
+            }
+            let obj: Namespace =
+                serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
+            ns_api
+                .create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| format!("cannot create namespace {ns}: {e}"))?;
+        }
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
+        let mut sa_namespaces = vec![PROBE_NAMESPACE];
+        if self.spec.self_hosted {
+            // The components' pods, made before any controller-manager runs.
+            sa_namespaces.push(crate::selfhosted::NAMESPACE);
+        }
+        for ns in sa_namespaces {
+            match Api::<ServiceAccount>::namespaced(self.admin.clone(), ns)
+                .create(&PostParams::default(), &sa)
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => {
+                    return Err(format!(
+                        "cannot create the default ServiceAccount in {ns}: {e}"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The command line of incarnation `inc` of a child process, and its extra environment.
+    fn argv(&self, name: &str, inc: u32) -> Result<Launch, String> {
+        let d = &self.dir;
+        let p = &self.pki;
+        let s = |p: PathBuf| p.display().to_string();
+        let ports = self.ports;
+        let kubeconfig = s(d.join(format!("{name}.kubeconfig")));
+        let kind = *self
+            .kinds
+            .get(name)
+            .ok_or_else(|| format!("unknown process {name}"))?;
+        Ok(match kind {
+            Kind::Etcd => {
+                let peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
+                let client = format!("http://127.0.0.1:{}", ports.etcd_client);
+                (
+                    self.bins.join("etcd"),
+                    vec![
+                        "--name=kubechaos".into(),
+                        format!("--data-dir={}", s(d.join("etcd"))),
+                        format!("--listen-client-urls={client}"),
+                        format!("--advertise-client-urls={client}"),
+                        format!("--listen-peer-urls={peer}"),
+                        format!("--initial-advertise-peer-urls={peer}"),
+                        format!("--initial-cluster=kubechaos={peer}"),
+                        "--log-level=warn".into(),
+                    ],
+                    Vec::new(),
+                )
+            }
+            Kind::ApiServer => (
+                self.bins.join("kube-apiserver"),
+                vec![
+                    format!(
+                        "--etcd-servers=http://127.0.0.1:{}",
+                        self.proxies[API_SERVER].addr.port()
+                    ),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={}", ports.api),
+                    format!("--advertise-address={}", self.advertise),
+                    format!("--tls-cert-file={}", s(p.cert("apiserver"))),
+                    format!("--tls-private-key-file={}", s(p.key("apiserver"))),
+                    format!("--client-ca-file={}", s(p.cert("ca"))),
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                    format!("--service-account-key-file={}", s(p.sa_pub())),
+                    format!("--service-account-signing-key-file={}", s(p.key("sa"))),
+                    "--service-cluster-ip-range=10.96.0.0/16".into(),
+                    "--authorization-mode=Node,RBAC".into(),
+                    "--allow-privileged=true".into(),
+                    "--profiling=false".into(),
+                    "--v=1".into(),
+                ],
+                Vec::new(),
+            ),
+            Kind::Component(c) => {
+                let mut args = vec![
+                    format!("--kubeconfig={kubeconfig}"),
+                    format!("--authentication-kubeconfig={kubeconfig}"),
+                    format!("--authorization-kubeconfig={kubeconfig}"),
+                    "--leader-elect=true".into(),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={}", free_port()?),
+                    "--v=1".into(),
+                ];
+                if c == Component::KubeControllerManager {
+                    args.extend([
+                        format!("--service-account-private-key-file={}", s(p.key("sa"))),
+                        format!("--root-ca-file={}", s(p.cert("ca"))),
+                        format!("--cluster-signing-cert-file={}", s(p.cert("ca"))),
+                        format!("--cluster-signing-key-file={}", s(p.key("ca"))),
+                        // As kubeadm: each controller acts as its own service account, so the
+                        // RBAC bootstrap policy grants it what it needs.
+                        "--use-service-account-credentials=true".into(),
+                    ]);
+                }
+                (self.bins.join(c.name()), args, Vec::new())
+            }
+            Kind::Agent(g, replica) => {
+                let group = &self.spec.agents[g];
+                let identity = format!("{name}_{inc}");
+                let env = vec![
+                    ("KUBECONFIG".to_owned(), kubeconfig.clone()),
+                    ("KUBECHAOS_IDENTITY".to_owned(), identity.clone()),
+                    ("KUBECHAOS_LEASE".to_owned(), group.lease.to_string()),
+                    ("KUBECHAOS_REPLICA".to_owned(), replica.to_string()),
+                ];
+                match &group.run {
+                    AgentRun::Reference(mode) => (
+                        self.agent_exe.clone(),
+                        vec![
+                            "agent".into(),
+                            format!("--kubeconfig={kubeconfig}"),
+                            format!("--lease={}", group.lease),
+                            format!("--identity={identity}"),
+                            format!("--mode={}", mode.name()),
+                        ],
+                        env,
+                    ),
+                    AgentRun::Command(cmd) => {
+                        let (bin, args) = cmd
+                            .split_first()
+                            .ok_or_else(|| format!("agent {} has an empty command", group.name))?;
+                        (PathBuf::from(bin), args.to_vec(), env)
+                    }
+                }
+            }
+            Kind::Node => return Err(format!("{name} is not a child process")),
+        })
+    }
+
+    /// The process names, in start order.
+    pub fn processes(&self) -> Vec<String> {
+        self.spec.processes()
+    }
+
+    /// Start a process by name (`etcd`, `api-server`, `kube-scheduler-0`, `agent-1`, `node-0`).
+    /// A process that was stopped and has not exited yet is waited for (and killed after
+    /// [`START_WAIT`]) first, so that it frees its ports and files.
+    pub fn start(&mut self, name: &str) -> Result<(), String> {
+        self.reap(name);
+        let inc = self.incarnations.get(name).copied().unwrap_or(0) + 1;
+        if self.kinds.get(name) == Some(&Kind::Node) {
+            let kubeconfig = self.dir.join(format!("{name}.kubeconfig"));
+            let node = name.to_owned();
+            let containers = self.containers.clone();
+            self.nodes.insert(
+                name.to_owned(),
+                tokio::spawn(async move {
+                    match client_for(&kubeconfig, Some(NODE_REQUEST_TIMEOUT)).await {
+                        Ok(client) => {
+                            crate::fake_node::run(client, &node, &SystemClock, containers.as_ref())
+                                .await
+                        }
+                        Err(e) => {
+                            tracing::error!(node = %node, error = %e, "fake node cannot start")
+                        }
+                    }
+                }),
+            );
+            self.hooks.started(name, inc);
+        } else {
+            let (bin, args, env) = self.argv(name, inc)?;
+            let log = self.dir.join("logs").join(format!("{name}.log"));
+            let child = pods::spawn(name, inc, &bin, &args, &env, &log, &self.hooks)?;
+            self.children.insert(name.to_owned(), child);
+        }
+        self.incarnations.insert(name.to_owned(), inc);
+        Ok(())
+    }
+
+    /// Stop a process: SIGTERM (`graceful`) or SIGKILL to its process group. Returns at once;
+    /// [`LocalCluster::start`] waits for it to be gone.
+    pub fn stop(&mut self, name: &str, graceful: bool) {
+        if let Some(task) = self.nodes.remove(name) {
+            task.abort();
+            self.containers.node_stopped(name);
+            return;
+        }
+        if let Some(child) = self.children.remove(name) {
+            if graceful {
+                // As the kubelet: what has not exited after the grace period is killed.
+                pods::terminate(&child);
+            } else {
+                signal_group(&child, Signal::SIGKILL);
+            }
+            self.stopping.insert(name.to_owned(), child);
+        }
+    }
+
+    /// Wait (blocking) for a stopped process to be gone.
+    fn reap(&mut self, name: &str) {
+        let Some(mut child) = self.stopping.remove(name) else {
+            return;
+        };
+        let deadline = Instant::now() + START_WAIT;
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        signal_group(&child, Signal::SIGKILL);
+        while let Ok(None) = child.try_wait() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `Some(why)` once a running process has ended by itself.
+    pub fn exited(&mut self, name: &str) -> Option<String> {
+        if let Some(task) = self.nodes.get(name) {
+            return task.is_finished().then(|| "exited".to_owned());
+        }
+        let status = self.children.get_mut(name)?.try_wait().ok()??;
+        self.children.remove(name);
+        let tail = self.log_tail(name, 1);
+        Some(if tail.is_empty() {
+            format!("exited: {status}")
+        } else {
+            format!("exited: {status}; last log line: {tail}")
+        })
+    }
+
+    /// The proxy of a client process (for its link to the API server), or the API server's
+    /// (for its link to etcd).
+    pub fn proxy(&self, name: &str) -> Option<&Proxy> {
+        self.proxies.get(name)
+    }
+
+    /// The last lines of a process's log, for error messages.
+    fn log_tail(&self, name: &str, lines: usize) -> String {
+        pods::log_tail(&self.dir.join("logs").join(format!("{name}.log")), lines)
+    }
+
+    fn check_alive(&mut self) -> Result<(), String> {
+        let mut dead = Vec::new();
+        for (name, child) in &mut self.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                dead.push((name.clone(), status));
+            }
+        }
+        match dead.first() {
+            None => Ok(()),
+            Some((name, status)) => Err(format!(
+                "{name} exited ({status}) while the cluster was starting; its log ends:\n    {}",
+                self.log_tail(name, 8)
+            )),
+        }
+    }
+
+    async fn wait_api(&mut self, started: Instant) -> Result<(), String> {
+        loop {
+            self.check_alive()?;
+            let req = http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("request");
+            if let Ok(text) = self.admin.request_text(req).await {
+                if text.trim() == "ok" {
+                    return Ok(());
+                }
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(format!(
+                    "the API server was not ready after {}s; its log ends:\n    {}",
+                    READY_TIMEOUT.as_secs(),
+                    self.log_tail(API_SERVER, 8)
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn wait_ready(&mut self, started: Instant) -> Result<(), String> {
+        loop {
+            self.check_alive()?;
+            let mut missing = Vec::new();
+            for lease in self.spec.leases() {
+                let held = crate::kubeclient::lease_holder(&self.admin, &lease)
+                    .await
+                    .is_ok_and(|h| h.is_some());
+                if !held {
+                    missing.push(format!("lease {lease} not held"));
+                }
+            }
+            let nodes = Api::<Node>::all(self.admin.clone())
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            for i in 0..self.spec.nodes {
+                let name = process_name("node", i);
+                let ok = nodes
+                    .iter()
+                    .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+                    .is_some_and(crate::backend::sim::scheduler::schedulable);
+                if !ok {
+                    missing.push(format!("{name} not Ready and schedulable"));
+                }
+            }
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(format!(
+                    "the control plane was not ready after {}s: {}",
+                    READY_TIMEOUT.as_secs(),
+                    missing.join(", ")
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Stop everything: children (SIGTERM, then SIGKILL after 5s), node heartbeats, proxies;
+    /// remove the run directory unless it is kept. Returns the directory when kept.
+    pub async fn down(mut self) -> Option<PathBuf> {
+        for (_, task) in std::mem::take(&mut self.nodes) {
+            task.abort();
+        }
+        let mut children: Vec<Child> = std::mem::take(&mut self.children)
+            .into_values()
+            .chain(std::mem::take(&mut self.stopping).into_values())
+            .chain(self.containers.take_all())
+            .collect();
+        for child in &children {
+            signal_group(child, Signal::SIGTERM);
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        for child in &mut children {
+            if tokio::time::timeout_at(deadline, child.wait())
+                .await
+                .is_err()
+            {
+                signal_group(child, Signal::SIGKILL);
+                let _ = child.wait().await;
+            }
+        }
+        self.proxies.clear();
+        match self.tempdir.take() {
+            Some(t) => {
+                let _ = t.close();
+                None
+            }
+            None => Some(self.dir.clone()),
+        }
+    }
+}
+
+/// What a run directory says about the kubechaos process that owns it (`cluster.json`), so that
+/// `kubechaos cluster status|down` can find running control planes.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RunRecord {
+    /// The kubechaos process.
+    pub pid: u32,
+    /// `cluster up`, `scenario NAME`.
+    pub purpose: String,
+    /// The admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The directory outlives the run.
+    pub keep: bool,
+}
+
+impl RunRecord {
+    /// Its file name in the run directory.
+    pub const FILE: &'static str = "cluster.json";
+
+    /// Whether its kubechaos process is still running (not ended, not a zombie waiting for its
+    /// parent, and not another program that got the same pid since).
+    pub fn alive(&self) -> bool {
+        let proc = PathBuf::from(format!("/proc/{}", self.pid));
+        let running = std::fs::read_to_string(proc.join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false);
+        let ours = std::fs::read(proc.join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains("kubechaos"))
+            .unwrap_or(false);
+        running && ours
+    }
+
+    /// Every run directory under the temporary directory, oldest first.
+    pub fn all() -> Vec<(PathBuf, RunRecord)> {
+        let mut out: Vec<(std::time::SystemTime, PathBuf, RunRecord)> = Vec::new();
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return Vec::new();
+        };
+        for e in entries.flatten() {
+            if !e.file_name().to_string_lossy().starts_with("kubechaos-") {
+                continue;
+            }
+            let path = e.path().join(Self::FILE);
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if let Ok(r) = serde_json::from_str::<RunRecord>(&text) {
+                let at = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::UNIX_EPOCH);
+                out.push((at, e.path(), r));
+            }
+        }
+        out.sort_by_key(|a| a.0);
+        out.into_iter().map(|(_, p, r)| (p, r)).collect()
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A kube-rs client from a kubeconfig file, with an optional per-request timeout.
+pub async fn client_for(path: &Path, timeout: Option<Duration>) -> Result<kube::Client, String> {
+    crate::kubeclient::client(Some(path), None, timeout).await
+}

@@ -1,0 +1,180 @@
+//! Backends: the world a scenario is played against. They share everything but the world: the
+//! plan they carry out, the events they record, and the invariants that judge them.
+//!
+//! [`driver`] carries out the fault vocabulary for any world;
+//! - [`sim`]: a deterministic simulated cluster (turmoil), the default;
+//! - [`local`]: a real control plane started on this machine from upstream binaries;
+//! - [`kube`]: an existing cluster from a kubeconfig context, behind a safety guard; its
+//!   providers reach the machines (kind, k3s) or only the API (generic);
+//! - [`realtime`]: what the real-time backends share.
+
+pub mod driver;
+pub mod kube;
+pub mod local;
+pub mod realtime;
+pub mod sim;
+
+use kubechaos_core::scenario::validate::process_name;
+use kubechaos_core::scenario::{Action, Invariant, Pos, Scenario, Target};
+
+/// Which world to run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// A deterministic simulated cluster.
+    Sim,
+    /// A real control plane started on this machine from upstream binaries.
+    Local,
+    /// An existing cluster from a kubeconfig context.
+    Kube,
+}
+
+impl BackendKind {
+    /// As written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Sim => "sim",
+            BackendKind::Local => "local",
+            BackendKind::Kube => "kube",
+        }
+    }
+}
+
+/// Why a backend could not run a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The scenario asks for something this backend cannot do (exit 2). Each problem has the
+    /// position of what asked for it.
+    #[error("the {backend} backend cannot run this scenario")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// What it cannot do, and where the scenario asks for it.
+        problems: Vec<(Pos, String)>,
+    },
+    /// The world failed underneath the run (exit 3).
+    #[error("{0}")]
+    Environment(String),
+    /// The run was stopped by Ctrl-C or SIGTERM (exit 3); everything it started was stopped.
+    #[error("{message}")]
+    Interrupted {
+        /// What was stopped and restored.
+        message: String,
+        /// The timeline up to the interruption (ending with `run-interrupted`), if the run had
+        /// begun; not judged.
+        events: Vec<kubechaos_core::events::Event>,
+    },
+}
+
+/// What a backend can do with a scenario, checked before anything runs (`provider`: how the kube
+/// backend reaches the machines, as far as it is known before the cluster is read).
+pub fn check(kind: BackendKind, provider: kube::Provider, s: &Scenario) -> Vec<(Pos, String)> {
+    match kind {
+        BackendKind::Sim => {
+            let mut problems = built_cluster_check(s, "sim");
+            problems.extend(sim::check(s));
+            problems
+        }
+        BackendKind::Local => built_cluster_check(s, "local"),
+        BackendKind::Kube => kube::check(s, provider),
+    }
+}
+
+/// What the backends that build their own cluster (sim, local) cannot do with a scenario:
+/// nodes, Deployments and workloads that their cluster does not have, and faults on
+/// self-hosted components that are pods rather than processes.
+fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
+    let mut problems = Vec::new();
+    let nodes = match s.cluster.nodes {
+        0 => "none (cluster.nodes is 0)".to_owned(),
+        1 => "only node-0".to_owned(),
+        n => format!("node-0 … node-{}", n - 1),
+    };
+    let known_node = |name: &str| (0..s.cluster.nodes).any(|n| process_name("node", n) == name);
+    // The Deployments this cluster has: the self-hosted components'.
+    let deployments: Vec<String> = if s.cluster.self_hosted {
+        s.cluster
+            .components
+            .iter()
+            .filter(|(_, c)| c.replicas > 0)
+            .map(|(c, _)| format!("{}/{}", crate::selfhosted::NAMESPACE, c.name()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let expected_deployments = if deployments.is_empty() {
+        format!("the {backend} backend's cluster has Deployments only with `cluster.self-hosted: true` (the components' own)")
+    } else {
+        format!(
+            "the {backend} backend's cluster has {}",
+            deployments.join(" and ")
+        )
+    };
+    if s.cluster.self_hosted && s.cluster.nodes == 0 {
+        problems.push((s.source.name_pos, "`cluster.self-hosted: true` needs nodes to run the components' pods; expected `cluster.nodes` of 1 or more".to_owned()));
+    }
+    for step in &s.faults {
+        for (i, t) in step.action.targets().into_iter().enumerate() {
+            let pos = step.target_pos.get(i).copied().unwrap_or(step.pos);
+            match t {
+                Target::Node(name) if !known_node(name) => {
+                    problems.push((pos, format!(
+                        "target `node/{name}`: the {backend} backend's nodes are {nodes}; expected one of those"
+                    )));
+                }
+                Target::Component(c, sel) if s.cluster.self_hosted => {
+                    let what = match (&step.action, sel) {
+                        (Action::Partition(_), _) => Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)"),
+                        (_, kubechaos_core::scenario::Selector::Index(_)) => Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`"),
+                        _ => None,
+                    };
+                    if let Some(what) = what {
+                        problems.push((pos, format!(
+                            "target `{t}`: in a self-hosted cluster {} runs as the pods of a Deployment in kube-system: {what}",
+                            c.name()
+                        )));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let node = match &step.action {
+            Action::Recover(r) => {
+                let (ns, rest) = r.pod_from.split_once('/').unwrap_or(("", &r.pod_from));
+                let known = rest
+                    .split_once('/')
+                    .and_then(|(kind, name)| {
+                        (crate::recover::Kind::parse(kind)
+                            == Some(crate::recover::Kind::Deployment))
+                        .then(|| format!("{ns}/{name}"))
+                    })
+                    .is_some_and(|d| deployments.contains(&d));
+                if !known {
+                    problems.push((step.pos, format!(
+                        "`recover.pod-from: {}`: {expected_deployments}; expected one of those as NAMESPACE/deployment/NAME",
+                        r.pod_from
+                    )));
+                }
+                Some(&r.node)
+            }
+            Action::Bind(b) => Some(&b.node),
+            _ => None,
+        };
+        if let Some(node) = node.filter(|n| !known_node(n)) {
+            problems.push((step.pos, format!(
+                "`{}` to node `{node}`: the {backend} backend's nodes are {nodes}; expected one of those",
+                step.action.key()
+            )));
+        }
+    }
+    for inv in &s.expect {
+        if let Invariant::Available(a) = &inv.value {
+            if !deployments.contains(&a.deployment.to_string()) {
+                problems.push((inv.pos, format!(
+                    "`available: {{deployment: {}}}`: {expected_deployments}; expected one of those",
+                    a.deployment
+                )));
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,436 @@
+//! The simulated kube-apiserver: the Kubernetes REST subset the components use, over HTTP/1 on
+//! turmoil TCP. Leases, pods (with `binding` and `status`), nodes (with `status`), deployments
+//! and replicasets: get, list (label and field selectors), watch (from a resourceVersion; 410
+//! Gone when it is too old), create, update (409 on a stale resourceVersion), delete. Errors are
+//! `Status` objects, as upstream sends them.
+//!
+//! A watch answers as soon as it has changes to report (and after [`WATCH_MAX`] without): the
+//! simulated network carries every exchange whole within its client's 5s timeout. The watcher
+//! resumes from the last resourceVersion it saw, as it does when a real API server ends a watch.
+//!
+//! When etcd is down or cut off from the API server, every request waits and then fails with
+//! 500 `etcdserver: request timed out`, as kube-apiserver answers when its etcd client times out.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+
+use super::net::API_PORT;
+use super::store::{labels, Resource, Store, StoreError, RESOURCES};
+use crate::clock::Clock;
+
+/// State the API server shares with the rest of the simulated world.
+pub struct ApiServer {
+    /// What etcd holds.
+    pub store: Arc<Mutex<Store>>,
+    /// Whether etcd is running and reachable from the API server (set by the simulation driver).
+    pub etcd_ok: Arc<std::sync::atomic::AtomicBool>,
+    /// Timestamps for creationTimestamp.
+    pub clock: Arc<dyn Clock>,
+    /// Woken after every write, for watches.
+    pub changed: tokio::sync::Notify,
+}
+
+/// The longest a watch waits without changes before it answers empty.
+pub const WATCH_MAX: Duration = Duration::from_secs(4);
+
+/// How long a request waits for an unreachable etcd before failing.
+pub const ETCD_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl ApiServer {
+    /// An API server over a store.
+    pub fn new(
+        store: Arc<Mutex<Store>>,
+        etcd_ok: Arc<std::sync::atomic::AtomicBool>,
+        clock: Arc<dyn Clock>,
+    ) -> ApiServer {
+        ApiServer {
+            store,
+            etcd_ok,
+            clock,
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Serve until the host is crashed.
+    pub async fn serve(self: Arc<Self>) -> turmoil::Result {
+        let listener = turmoil::net::TcpListener::bind(("0.0.0.0", API_PORT)).await?;
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let this = self.clone();
+            tokio::task::spawn_local(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let this = this.clone();
+                    async move { Ok::<_, Infallible>(this.handle(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = req.into_parts();
+        let body = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "could not read the body",
+                )
+            }
+        };
+        if !self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(ETCD_TIMEOUT).await;
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "etcdserver: request timed out",
+            );
+        }
+        let query = parts.uri.query().unwrap_or("").to_owned();
+        let path = parts.uri.path().trim_matches('/').to_owned();
+        if parts.method == Method::GET
+            && matches!(query_param(&query, "watch").as_deref(), Some("true" | "1"))
+        {
+            return self.watch(&path, &query).await;
+        }
+        let response = self.route(&parts.method, &path, &query, &body);
+        if parts.method != Method::GET && response.status().is_success() {
+            self.changed.notify_waiters();
+        }
+        response
+    }
+
+    /// A watch on a collection, from `resourceVersion`; without one (or with "0"), from now,
+    /// starting with the current objects as ADDED events.
+    async fn watch(&self, path: &str, query: &str) -> Response<Full<Bytes>> {
+        let Some((r, ns, None, None)) = parse_path(path) else {
+            return status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                &format!("watch is supported on collections only, not on {path}"),
+            );
+        };
+        let label_sel = query_param(query, "labelSelector")
+            .and_then(|s| kubechaos_core::selector::parse(&s).ok())
+            .unwrap_or_default();
+        let field_sel = query_param(query, "fieldSelector").unwrap_or_default();
+        let wait = query_param(query, "timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .map_or(WATCH_MAX, |t| Duration::from_secs(t).min(WATCH_MAX));
+        let deadline = tokio::time::Instant::now() + wait;
+        let from = query_param(query, "resourceVersion")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0);
+        // No resourceVersion, or "0": as upstream, the watch starts at the current state and
+        // begins with a synthetic ADDED event for every object that exists then.
+        let mut initial = Vec::new();
+        let mut after = match from {
+            Some(v) => v,
+            None => {
+                let store = self.store.lock().expect("store lock");
+                for o in store.list(r, ns.as_deref()) {
+                    if label_sel.matches(&labels(o)) && field_matches(o, &field_sel) {
+                        initial.push(json!({"type": "ADDED", "object": o}));
+                    }
+                }
+                store.revision()
+            }
+        };
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let mut lines = std::mem::take(&mut initial);
+            match self
+                .store
+                .lock()
+                .expect("store lock")
+                .changes_since(r, ns.as_deref(), after)
+            {
+                Err(compacted) => lines.push(json!({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "reason": "Expired", "code": 410,
+                    "message": format!("too old resource version: {after} ({compacted})"),
+                }})),
+                Ok(changes) => {
+                    for c in changes {
+                        after = c.revision;
+                        if label_sel.matches(&labels(&c.object))
+                            && field_matches(&c.object, &field_sel)
+                        {
+                            lines.push(json!({"type": c.kind, "object": c.object}));
+                        }
+                    }
+                }
+            }
+            if !lines.is_empty() {
+                let mut body = Vec::new();
+                for l in lines {
+                    body.extend(serde_json::to_vec(&l).expect("json"));
+                    body.push(b'\n');
+                }
+                return Response::builder()
+                    .status(StatusCode::OK)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .expect("response");
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Response::builder()
+                        .status(StatusCode::OK)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::new()))
+                        .expect("response");
+                }
+            }
+        }
+    }
+
+    fn route(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &str,
+        body: &[u8],
+    ) -> Response<Full<Bytes>> {
+        let Some((r, ns, name, sub)) = parse_path(path) else {
+            return status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &format!("the server could not find the requested resource ({path})"),
+            );
+        };
+        let parse_body =
+            || serde_json::from_slice::<Value>(body).map_err(|e| format!("invalid JSON body: {e}"));
+        let mut store = self.store.lock().expect("store lock");
+        let ns_str = ns.as_deref().unwrap_or("");
+        let result: Result<(StatusCode, Value), StoreError> =
+            match (method, name.as_deref(), sub.as_deref()) {
+                (&Method::GET, None, None) => {
+                    Ok((StatusCode::OK, list(&store, r, ns.as_deref(), query)))
+                }
+                (&Method::GET, Some(n), None | Some("status")) => store
+                    .get(r, ns_str, n)
+                    .cloned()
+                    .map(|o| (StatusCode::OK, o))
+                    .ok_or_else(|| StoreError::NotFound(format!("{} \"{n}\" not found", r.plural))),
+                (&Method::POST, None, None) => match parse_body() {
+                    Ok(obj) => {
+                        let now = self.clock.wall().to_string();
+                        store
+                            .create(r, ns_str, obj, &now)
+                            .map(|o| (StatusCode::CREATED, o))
+                    }
+                    Err(e) => Err(StoreError::BadRequest(e)),
+                },
+                (&Method::POST, Some(n), Some("binding")) if r.plural == "pods" => {
+                    match parse_body() {
+                        Ok(b) => match b.pointer("/target/name").and_then(Value::as_str) {
+                            Some(node) => store
+                                .bind(ns_str, n, node)
+                                .map(|o| (StatusCode::CREATED, o)),
+                            None => {
+                                Err(StoreError::BadRequest("binding has no target.name".into()))
+                            }
+                        },
+                        Err(e) => Err(StoreError::BadRequest(e)),
+                    }
+                }
+                (&Method::PUT, Some(n), None | Some("status")) => match parse_body() {
+                    Ok(obj) => store
+                        .update(r, ns_str, n, obj, sub.is_some())
+                        .map(|o| (StatusCode::OK, o)),
+                    Err(e) => Err(StoreError::BadRequest(e)),
+                },
+                (&Method::DELETE, Some(n), None) => {
+                    // DeleteOptions come as the body (kube-rs) or in the query.
+                    let grace = serde_json::from_slice::<Value>(body)
+                        .ok()
+                        .and_then(|b| b.get("gracePeriodSeconds").and_then(Value::as_i64))
+                        .or_else(|| {
+                            query
+                                .split('&')
+                                .find_map(|kv| kv.strip_prefix("gracePeriodSeconds=")?.parse().ok())
+                        });
+                    let now = self.clock.wall().to_string();
+                    store
+                        .delete(r, ns_str, n, grace, &now)
+                        .map(|o| (StatusCode::OK, o))
+                }
+                _ => {
+                    return status(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "MethodNotAllowed",
+                        &format!("{method} is not supported on {path} by the simulated API server"),
+                    );
+                }
+            };
+        match result {
+            Ok((code, obj)) => json_response(code, &obj),
+            Err(StoreError::NotFound(m)) => status(StatusCode::NOT_FOUND, "NotFound", &m),
+            Err(StoreError::Conflict(m)) => status(StatusCode::CONFLICT, "Conflict", &m),
+            Err(StoreError::AlreadyExists(m)) => status(StatusCode::CONFLICT, "AlreadyExists", &m),
+            Err(StoreError::BadRequest(m)) => status(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        }
+    }
+}
+
+/// What a request path names: resource, namespace, name, subresource.
+type PathParts = (
+    &'static Resource,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// Parse a request path.
+fn parse_path(path: &str) -> Option<PathParts> {
+    for r in RESOURCES {
+        let Some(rest) = path
+            .strip_prefix(r.prefix)
+            .and_then(|p| p.strip_prefix('/'))
+        else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        let (ns, rest) = match parts.as_slice() {
+            ["namespaces", ns, rest @ ..] if r.namespaced => (Some(ns.to_string()), rest),
+            rest => (None, rest),
+        };
+        match rest {
+            [plural] if *plural == r.plural => return Some((r, ns, None, None)),
+            [plural, name] if *plural == r.plural => {
+                return Some((r, ns, Some(name.to_string()), None))
+            }
+            [plural, name, sub] if *plural == r.plural => {
+                return Some((r, ns, Some(name.to_string()), Some(sub.to_string())))
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn query_param(query: &str, key: &str) -> Option<String> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == key).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Value {
+    let label_sel = query_param(query, "labelSelector")
+        .and_then(|s| kubechaos_core::selector::parse(&s).ok())
+        .unwrap_or_default();
+    let field_sel = query_param(query, "fieldSelector").unwrap_or_default();
+    let items: Vec<Value> = store
+        .list(r, ns)
+        .into_iter()
+        .filter(|o| label_sel.matches(&labels(o)))
+        .filter(|o| field_matches(o, &field_sel))
+        .cloned()
+        .collect();
+    json!({
+        "apiVersion": r.api_version,
+        "kind": format!("{}List", r.kind),
+        "metadata": {"resourceVersion": store.revision().to_string()},
+        "items": items,
+    })
+}
+
+/// Field selectors the components use: `spec.nodeName=X` (empty X: unbound), `metadata.name=X`,
+/// and `!=` forms.
+fn field_matches(obj: &Value, selector: &str) -> bool {
+    selector.split(',').filter(|s| !s.is_empty()).all(|req| {
+        let (field, want, negate) = match req.split_once("!=") {
+            Some((f, v)) => (f, v, true),
+            None => match req.split_once('=') {
+                Some((f, v)) => (f, v.trim_start_matches('='), false),
+                None => return true,
+            },
+        };
+        let pointer = format!("/{}", field.replace('.', "/"));
+        let have = obj.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
+        (have == want) != negate
+    })
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(body).expect("json"),
+        )))
+        .expect("response")
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
+    json_response(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse() {
+        let (r, ns, name, sub) =
+            parse_path("api/v1/namespaces/kube-system/pods/p/binding").unwrap();
+        assert_eq!(
+            (r.plural, ns.as_deref(), name.as_deref(), sub.as_deref()),
+            ("pods", Some("kube-system"), Some("p"), Some("binding"))
+        );
+        let (r, ns, name, _) = parse_path("apis/coordination.k8s.io/v1/leases").unwrap();
+        assert_eq!((r.plural, ns, name), ("leases", None, None));
+        let (r, _, name, sub) = parse_path("api/v1/nodes/node-0/status").unwrap();
+        assert_eq!(
+            (r.plural, name.as_deref(), sub.as_deref()),
+            ("nodes", Some("node-0"), Some("status"))
+        );
+        assert!(parse_path("api/v1/secrets").is_none());
+    }
+
+    #[test]
+    fn field_selectors() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert!(field_matches(&pod, "spec.nodeName="));
+        assert!(!field_matches(&pod, "spec.nodeName!="));
+        assert!(field_matches(&pod, "metadata.name=p"));
+        assert_eq!(percent_decode("spec.nodeName%3D"), "spec.nodeName=");
+    }
+}

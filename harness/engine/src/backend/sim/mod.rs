@@ -1,0 +1,421 @@
+//! The simulated cluster: a turmoil simulation in which every component talks HTTP to a
+//! simulated API server through a real kube-rs `Client`.
+//!
+//! Hosts: `api-server`, `etcd` (its availability gates the API server), one per component
+//! replica (`kube-scheduler-0`, …), one per agent replica, one per fake node (`node-0`, …), and
+//! `kubechaos` (the observer). The shared [`Driver`] applies the plan at its virtual times and
+//! supervises processes like the kubelet does for static pods; this module supplies the world:
+//! turmoil hosts (crash and bounce), links (one-way partitions), and whether the API server can
+//! reach etcd.
+//!
+//! A run is a pure function of (scenario, seed, version): every source of randomness is seeded
+//! (turmoil's network, the electors' jitter), maps iterate in order, and time is virtual.
+
+pub mod apiserver;
+pub mod controller_manager;
+pub mod net;
+pub mod node;
+pub mod process;
+pub mod scheduler;
+pub mod store;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::mpsc;
+
+use self::apiserver::ApiServer;
+use self::net::SimTransport;
+use self::process::{Proc, RecorderReporter};
+use self::store::{Store, LEASES};
+use super::driver::{Driver, Exit, World, ETCD};
+use super::BackendError;
+use crate::clock::{Clock, SimClock};
+use crate::observer::{Command, Observer};
+use kubechaos_core::events::{identity_process, Event, EventKind, Recorder};
+use kubechaos_core::plan::Plan;
+use kubechaos_core::scenario::validate::process_name;
+use kubechaos_core::scenario::{AgentMode, LeaseRef, Pos, Scenario};
+
+/// Default virtual milliseconds per simulation step (see [`SimOptions::tick`]).
+pub const DEFAULT_TICK_MS: u64 = 20;
+
+/// Options of a simulated run.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// Seeds every random choice. Same seed, same run.
+    pub seed: u64,
+    /// Virtual time per simulation step. Default 20ms: network messages and timers resolve at
+    /// this granularity.
+    pub tick: Duration,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            seed: 1,
+            tick: Duration::from_millis(DEFAULT_TICK_MS),
+        }
+    }
+}
+
+/// The simulated wall-clock time at the start of every run.
+pub fn epoch() -> Timestamp {
+    "2026-01-01T00:00:00Z".parse().expect("valid epoch")
+}
+
+/// What only the sim cannot do, with where the scenario asks for it (what neither backend that
+/// builds its own cluster can do is in [`super::check`]).
+pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
+    s.cluster
+        .agents
+        .iter()
+        .filter(|a| a.command.is_some())
+        .map(|a| (a.pos, format!("agent `{}` runs a `command`; the sim can only run the reference agent (`mode:`); run your own program with `--backend local`", a.name)))
+        .collect()
+}
+
+/// The simulated world: turmoil hosts and links, and etcd's reachability from the API server.
+struct SimWorld<'a> {
+    sim: turmoil::Sim<'a>,
+    /// The pods' containers, on every node.
+    containers: Arc<node::SimContainers>,
+    store: Arc<Mutex<Store>>,
+    etcd_ok: Arc<AtomicBool>,
+    etcd_up: bool,
+    /// Directed cuts between the API server and etcd.
+    etcd_cuts: BTreeSet<(String, String)>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl SimWorld<'_> {
+    fn update_etcd(&self) {
+        self.etcd_ok
+            .store(self.etcd_up && self.etcd_cuts.is_empty(), Ordering::SeqCst);
+    }
+
+    fn is_etcd_link(from: &str, to: &str) -> bool {
+        (from == ETCD && to == net::API_HOST) || (from == net::API_HOST && to == ETCD)
+    }
+}
+
+impl World for SimWorld<'_> {
+    fn stop(&mut self, name: &str, _graceful: bool, _hold: bool) {
+        // turmoil has one way to stop a host; in-flight requests die with it either way.
+        self.sim.crash(name);
+        self.containers.node_stopped(name);
+        if name == ETCD {
+            self.etcd_up = false;
+            self.update_etcd();
+        }
+    }
+
+    fn start(&mut self, name: &str) {
+        self.sim.bounce(name);
+        if name == ETCD {
+            self.etcd_up = true;
+            self.update_etcd();
+        }
+    }
+
+    fn exited(&mut self, name: &str) -> Option<Exit> {
+        (!self.sim.is_host_running(name)).then_some(Exit::Recorded)
+    }
+
+    fn cut(&mut self, from: &str, to: &str) {
+        self.sim.partition_oneway(from, to);
+        if Self::is_etcd_link(from, to) {
+            self.etcd_cuts.insert((from.to_owned(), to.to_owned()));
+            self.update_etcd();
+        }
+    }
+
+    fn mend(&mut self, from: &str, to: &str) {
+        self.sim.repair_oneway(from, to);
+        if Self::is_etcd_link(from, to) {
+            self.etcd_cuts.remove(&(from.to_owned(), to.to_owned()));
+            self.update_etcd();
+        }
+    }
+
+    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
+        let store = self.store.lock().expect("store lock");
+        store
+            .get(&LEASES, &lease.namespace, &lease.name)
+            .and_then(|l| l.pointer("/spec/holderIdentity"))
+            .and_then(|h| h.as_str())
+            .filter(|h| !h.is_empty())
+            .map(|h| identity_process(h).to_owned())
+    }
+
+    fn command(&mut self, c: Command) {
+        let _ = self.commands.send(c);
+    }
+
+    fn containers(
+        &mut self,
+        c: kubechaos_core::scenario::Component,
+        only: Option<&str>,
+        op: crate::fake_node::ContainerOp,
+    ) -> Vec<String> {
+        self.containers.act(c, only, op)
+    }
+}
+
+/// Play a validated scenario's plan on a fresh simulated cluster. Returns the recorded timeline.
+pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, BackendError> {
+    // Virtual milliseconds: now (as the driver last saw it), and when time zero of the run was
+    // (after the bootstrap of a self-hosted control plane; otherwise the start).
+    let now_ms = Arc::new(AtomicU64::new(0));
+    let zero_ms = Arc::new(AtomicU64::new(0));
+    let (driver_now, zero) = (now_ms.clone(), zero_ms.clone());
+    let recorder = Recorder::new(move || {
+        turmoil::sim_elapsed()
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_else(|| driver_now.load(Ordering::SeqCst))
+            .saturating_sub(zero.load(Ordering::SeqCst))
+    });
+    recorder.record_at(
+        0,
+        EventKind::RunStarted {
+            scenario: s.name.clone(),
+            backend: "sim".into(),
+            seed: opts.seed,
+            version: env!("CARGO_PKG_VERSION").into(),
+            duration_ms: plan.duration.as_millis() as u64,
+        },
+    );
+
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(plan.duration + Duration::from_secs(3600))
+        .tick_duration(opts.tick)
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(10))
+        .rng_seed(opts.seed)
+        .build();
+
+    let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
+    let store = Arc::new(Mutex::new(Store::default()));
+    let etcd_ok = Arc::new(AtomicBool::new(true));
+    let proc_of = |name: &str| Proc::new(name, recorder.clone(), clock.clone(), opts.seed);
+    let mut names = Vec::new();
+
+    // etcd: a process whose only effect is whether the API server can reach it.
+    let etcd = proc_of("etcd");
+    sim.host("etcd", move || {
+        let p = etcd.clone();
+        async move {
+            p.start();
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    names.push("etcd".to_owned());
+
+    let api = Arc::new(ApiServer::new(
+        store.clone(),
+        etcd_ok.clone(),
+        clock.clone(),
+    ));
+    let api_proc = proc_of("api-server");
+    sim.host(net::API_HOST, move || {
+        let p = api_proc.clone();
+        let api = api.clone();
+        async move {
+            p.start();
+            api.serve().await
+        }
+    });
+    names.push(net::API_HOST.to_owned());
+
+    let containers = {
+        let (recorder, clock, seed) = (recorder.clone(), clock.clone(), opts.seed);
+        Arc::new(node::SimContainers::new(move |name| {
+            Proc::new(name, recorder.clone(), clock.clone(), seed)
+        }))
+    };
+    for i in 0..s.cluster.nodes {
+        let p = proc_of(&process_name("node", i));
+        names.push(p.name.clone());
+        let containers = containers.clone();
+        sim.host(p.name.clone(), move || {
+            let p = p.clone();
+            let containers = containers.clone();
+            async move {
+                node::run(p, containers).await;
+                Ok(())
+            }
+        });
+    }
+    // Self-hosted: the components are pods of Deployments, run by the nodes (see `bootstrap`).
+    let static_components = if s.cluster.self_hosted {
+        BTreeMap::new()
+    } else {
+        s.cluster.components.clone()
+    };
+    for (component, spec) in &static_components {
+        for i in 0..spec.replicas {
+            let p = proc_of(&process_name(component.name(), i));
+            names.push(p.name.clone());
+            let component = *component;
+            sim.host(p.name.clone(), move || {
+                let p = p.clone();
+                async move {
+                    match component {
+                        kubechaos_core::scenario::Component::KubeScheduler => {
+                            scheduler::run(p).await
+                        }
+                        kubechaos_core::scenario::Component::KubeControllerManager => {
+                            controller_manager::run(p).await
+                        }
+                    }
+                    Ok(())
+                }
+            });
+        }
+    }
+    for group in &s.cluster.agents {
+        for i in 0..group.replicas {
+            let p = proc_of(&process_name(&group.name, i));
+            names.push(p.name.clone());
+            let lease = group.lease.clone();
+            let mode = group.mode.unwrap_or(AgentMode::Correct);
+            sim.host(p.name.clone(), move || {
+                let p = p.clone();
+                let lease = lease.clone();
+                async move {
+                    let inc = p.start();
+                    let note_proc = p.clone();
+                    crate::agent::run(crate::agent::AgentParams {
+                        client: p.client(),
+                        namespace: lease.namespace.clone(),
+                        name: lease.name.clone(),
+                        identity: p.identity(inc),
+                        mode,
+                        clock: p.clock.clone(),
+                        rng: p.rng(inc),
+                        reporter: Arc::new(RecorderReporter(p.recorder.clone())),
+                        note: Box::new(move |m| note_proc.note(m)),
+                    })
+                    .await;
+                    Ok(())
+                }
+            });
+        }
+    }
+
+    if s.cluster.self_hosted {
+        // Until the bootstrap ends, everything happens at time zero.
+        zero_ms.store(u64::MAX, Ordering::SeqCst);
+        let zero = bootstrap(&mut sim, s)?;
+        zero_ms.store(zero.as_millis() as u64, Ordering::SeqCst);
+    }
+    let zero = Duration::from_millis(zero_ms.load(Ordering::SeqCst));
+    let run_epoch = epoch()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(
+            zero.as_millis() as i64,
+        ))
+        .expect("epoch in range");
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let rx = std::cell::RefCell::new(Some(rx));
+    let observer_recorder = recorder.clone();
+    let leases: std::collections::BTreeSet<String> =
+        s.leases().keys().map(|l| l.to_string()).collect();
+    let deployments = s.deployments();
+    sim.host("kubechaos", move || {
+        let rx = rx
+            .borrow_mut()
+            .take()
+            .expect("the observer host is never restarted");
+        let obs = Observer {
+            recorder: observer_recorder.clone(),
+            epoch: run_epoch,
+            deployments: deployments.clone(),
+            leases: leases.clone(),
+            watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
+            holder_names: Default::default(),
+        };
+        async move {
+            obs.run(SimTransport::client(process::REQUEST_TIMEOUT), rx)
+                .await;
+            Ok(())
+        }
+    });
+
+    let world = SimWorld {
+        sim,
+        containers,
+        store,
+        etcd_ok,
+        etcd_up: true,
+        etcd_cuts: BTreeSet::new(),
+        commands: tx,
+    };
+    let mut driver = Driver::new(world, recorder.clone(), names);
+    let mut next = 0;
+    loop {
+        let elapsed = driver.world.sim.elapsed();
+        now_ms.store(elapsed.as_millis() as u64, Ordering::SeqCst);
+        let now = elapsed.saturating_sub(zero);
+        while next < plan.actions.len() && plan.actions[next].at <= now {
+            driver.apply(s, &plan.actions[next].kind, now);
+            next += 1;
+        }
+        driver.supervise(now);
+        if now >= plan.duration {
+            break;
+        }
+        driver
+            .world
+            .sim
+            .step()
+            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
+    }
+    let end = plan.duration.as_millis() as u64;
+    recorder.record_at(end, EventKind::RunEnded {});
+    Ok(recorder.snapshot())
+}
+
+/// How long (virtual) the bootstrap of a self-hosted control plane may take.
+pub const BOOTSTRAP_LIMIT: Duration = Duration::from_secs(300);
+
+/// Bring up a self-hosted control plane ([`crate::selfhosted::bootstrap`]) from a `bootstrap`
+/// host, stepping the simulation until it is done. Returns the virtual time it ended: time zero
+/// of the run (what happened before is stamped zero, as on the local backend, whose time zero is
+/// the moment its cluster is ready).
+fn bootstrap(sim: &mut turmoil::Sim<'_>, s: &Scenario) -> Result<Duration, BackendError> {
+    let done: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    let result = done.clone();
+    let components: BTreeMap<kubechaos_core::scenario::Component, u32> = s
+        .cluster
+        .components
+        .iter()
+        .map(|(c, spec)| (*c, spec.replicas))
+        .collect();
+    let nodes = s.cluster.nodes;
+    sim.host("bootstrap", move || {
+        let (result, components) = (result.clone(), components.clone());
+        async move {
+            let client = SimTransport::client(process::REQUEST_TIMEOUT);
+            let r =
+                crate::selfhosted::bootstrap(&client, &components, nodes, BOOTSTRAP_LIMIT, &|_| {})
+                    .await;
+            *result.lock().expect("bootstrap result") = Some(r);
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    loop {
+        if let Some(r) = done.lock().expect("bootstrap result").take() {
+            return r.map(|()| sim.elapsed()).map_err(|e| {
+                BackendError::Environment(format!("the simulated cluster did not start: {e}"))
+            });
+        }
+        sim.step()
+            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
+    }
+}

@@ -1,0 +1,117 @@
+//! What every simulated process shares: its name, its incarnation, the recorder, the clock and
+//! a client for the API server.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::net::SimTransport;
+use crate::clock::{Clock, Rng};
+use crate::elector::{Config, Elector, LeadershipReporter};
+use kubechaos_core::events::{EventKind, Recorder};
+use kubechaos_core::scenario::LeaseRef;
+
+/// Per-request timeout of simulated clients. client-go's leader-election clients are bounded by
+/// the renew deadline; 5s keeps every try inside it.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A simulated process (one turmoil host).
+#[derive(Clone)]
+pub struct Proc {
+    /// Process (and host) name, e.g. `kube-scheduler-1`.
+    pub name: String,
+    incarnation: Arc<AtomicU32>,
+    /// The run's recorder.
+    pub recorder: Recorder,
+    /// Timestamps.
+    pub clock: Arc<dyn Clock>,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+impl Proc {
+    /// A process that has not started yet.
+    pub fn new(name: &str, recorder: Recorder, clock: Arc<dyn Clock>, seed: u64) -> Self {
+        Proc {
+            name: name.to_owned(),
+            incarnation: Arc::default(),
+            recorder,
+            clock,
+            seed,
+        }
+    }
+
+    /// Mark a start: the next incarnation. Returns it.
+    pub fn start(&self) -> u32 {
+        let inc = self.incarnation.fetch_add(1, Ordering::SeqCst) + 1;
+        self.recorder.record(EventKind::ProcessStarted {
+            process: self.name.clone(),
+            incarnation: inc,
+        });
+        inc
+    }
+
+    /// Record that the process ends on its own, and why.
+    pub fn exit(&self, reason: &str) {
+        self.recorder.record(EventKind::ProcessExited {
+            process: self.name.clone(),
+            reason: reason.to_owned(),
+        });
+    }
+
+    /// Record a note about what the process does.
+    pub fn note(&self, message: &str) {
+        self.recorder.record(EventKind::ProcessNote {
+            process: self.name.clone(),
+            message: message.to_owned(),
+        });
+    }
+
+    /// The lease identity of incarnation `inc`: `hostname_uid` shaped, as upstream.
+    pub fn identity(&self, inc: u32) -> String {
+        format!("{}_{inc}", self.name)
+    }
+
+    /// A kube-rs client over the simulated network.
+    pub fn client(&self) -> kube::Client {
+        SimTransport::client(REQUEST_TIMEOUT)
+    }
+
+    /// A jitter source for incarnation `inc`, derived from the seed.
+    pub fn rng(&self, inc: u32) -> Rng {
+        Rng::new(self.seed, &self.identity(inc))
+    }
+
+    /// An elector for `lease` with default timing, reporting leadership to the recorder.
+    pub fn elector(&self, client: kube::Client, lease: &LeaseRef, inc: u32) -> Elector {
+        Elector::new(
+            client,
+            &lease.namespace,
+            &lease.name,
+            &self.identity(inc),
+            Config::default(),
+            self.clock.clone(),
+            self.rng(inc),
+            Arc::new(RecorderReporter(self.recorder.clone())),
+        )
+    }
+}
+
+/// Reports leadership into the recorder.
+pub struct RecorderReporter(pub Recorder);
+
+impl LeadershipReporter for RecorderReporter {
+    fn started_leading(&self, lease: &str, identity: &str) {
+        self.0.record(EventKind::LeadingStarted {
+            lease: lease.to_owned(),
+            identity: identity.to_owned(),
+        });
+    }
+    fn stopped_leading(&self, lease: &str, identity: &str, reason: &str) {
+        self.0.record(EventKind::LeadingStopped {
+            lease: lease.to_owned(),
+            identity: identity.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+}

@@ -1,0 +1,593 @@
+//! `kubechaos explore`: generated fault schedules against a topology on the sim, and the
+//! smallest schedule that still breaks an invariant, written out as an ordinary scenario file.
+//!
+//! A topology is a scenario file whose `cluster:` and `expect:` are kept; its `faults:` are
+//! replaced by generated ones. Schedules are proptest strategies (API-server stops, crashes and
+//! restarts; kills; removals and partitions with `for:` durations; leader-targeted or by
+//! replica), so shrinking comes from proptest's value trees: fewer faults, shorter durations,
+//! earlier times, simpler kinds.
+//!
+//! Determinism: case K's schedule is drawn from an RNG seeded with (seed, K) alone, and each
+//! case runs on the sim with the same seed, so a case is the same wherever it runs. `--shard I/N`
+//! takes the cases K ≡ I (mod N): N shards together run exactly the cases of one unsharded
+//! exploration.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use proptest::strategy::{BoxedStrategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+use crate::run::{self, RunOptions};
+use kubechaos_core::scenario::duration::human;
+use kubechaos_core::scenario::{self, Scenario};
+
+/// Virtual milliseconds per simulation step while exploring: five times the sim's default,
+/// which keeps the shipped scenarios' and traps' verdicts (checked) and runs about three times
+/// faster (docs/benchmarks.md). The files it writes say to replay with it.
+pub const TICK_MS: u64 = 100;
+
+/// How to explore.
+#[derive(Clone, Debug)]
+pub struct ExploreOptions {
+    /// Cases in the whole exploration (every shard together).
+    pub runs: usize,
+    /// Seed of the schedules and of every simulated run.
+    pub seed: u64,
+    /// At most this many faults in one schedule.
+    pub max_faults: usize,
+    /// This shard: (I, N) takes the cases K with K mod N = I.
+    pub shard: (usize, usize),
+    /// Worker threads.
+    pub jobs: usize,
+    /// Virtual milliseconds per simulation step.
+    pub tick_ms: u64,
+    /// At most this many runs to shrink one violation.
+    pub max_shrink_runs: usize,
+}
+
+impl Default for ExploreOptions {
+    fn default() -> Self {
+        ExploreOptions {
+            runs: 200,
+            seed: run::DEFAULT_SEED,
+            max_faults: 3,
+            shard: (0, 1),
+            jobs: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            tick_ms: TICK_MS,
+            max_shrink_runs: 300,
+        }
+    }
+}
+
+/// One generated fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenFault {
+    /// Seconds from the start.
+    pub at_s: u32,
+    /// What it does.
+    pub kind: GenKind,
+    /// Seconds until its undo (for the kinds that have one).
+    pub for_s: u32,
+}
+
+/// What a generated fault does; targets index the topology's target pools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GenKind {
+    /// `api-server: stop` for a while.
+    ApiStop,
+    /// `api-server: crash` for a while.
+    ApiCrash,
+    /// `api-server: restart`.
+    ApiRestart,
+    /// `kill:` a target of the kill pool.
+    Kill(usize),
+    /// `remove:` a target of the kill pool, for a while.
+    Remove(usize),
+    /// `partition:` a single-process target and the API server, for a while.
+    Partition {
+        /// Index in the partition pool.
+        target: usize,
+        /// Only the target's packets to the API server vanish.
+        oneway: bool,
+    },
+}
+
+/// What schedules can name in a topology, and how they are written.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    /// The topology's name (its file name).
+    pub name: String,
+    /// Where it came from.
+    pub path: PathBuf,
+    /// Its lines minus `name`, `description`, `faults` and `duration`.
+    kept: String,
+    /// Targets of kill and remove.
+    kill_pool: Vec<String>,
+    /// Single-process targets of partitions.
+    partition_pool: Vec<String>,
+    /// Faults start within this many seconds.
+    horizon_s: u32,
+}
+
+/// The top-level keys a generated file writes itself.
+const REPLACED: [&str; 4] = ["name", "description", "faults", "duration"];
+
+impl Topology {
+    /// The topology of a validated scenario file (its faults are ignored). Errors: invariants
+    /// anchored with `after:` (a generated schedule has no step ids).
+    pub fn new(s: &Scenario, text: &str) -> Result<Topology, Vec<(scenario::Pos, String)>> {
+        let problems: Vec<_> = s
+            .expect
+            .iter()
+            .filter(|i| i.value.after().is_some())
+            .map(|i| {
+                (i.pos, format!(
+                    "`{}` is anchored with `after:`, and generated schedules have no step ids; expected invariants anchored at the last fault (no `after:`) in a topology",
+                    i.value.label()
+                ))
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let mut kept = String::new();
+        let mut skipping = false;
+        let mut seen_key = false;
+        for line in text.lines() {
+            if !seen_key && (line.starts_with('#') || line.trim().is_empty()) {
+                // The topology's own header comments describe the topology, not the file.
+                continue;
+            }
+            let top = !line.starts_with([' ', '\t', '#', '-']) && !line.is_empty();
+            if top {
+                seen_key = true;
+                skipping = REPLACED
+                    .iter()
+                    .any(|k| line.strip_prefix(k).is_some_and(|r| r.starts_with(':')));
+            }
+            if !skipping {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+        let mut kill_pool = Vec::new();
+        let mut partition_pool = Vec::new();
+        let mut group = |name: String, replicas: u32, indexed: bool, partitions: bool| {
+            if replicas == 0 {
+                return;
+            }
+            kill_pool.push(name.clone());
+            kill_pool.push(format!("{name}/leader"));
+            if partitions {
+                partition_pool.push(format!("{name}/leader"));
+            }
+            if indexed {
+                for i in 0..replicas {
+                    kill_pool.push(format!("{name}/{i}"));
+                    if partitions {
+                        partition_pool.push(format!("{name}/{i}"));
+                    }
+                }
+            }
+        };
+        for (c, spec) in &s.cluster.components {
+            group(
+                c.name().to_owned(),
+                spec.replicas,
+                !s.cluster.self_hosted,
+                !s.cluster.self_hosted,
+            );
+        }
+        for a in &s.cluster.agents {
+            group(format!("agent/{}", a.name), a.replicas, true, true);
+        }
+        for n in 0..s.cluster.nodes {
+            partition_pool.push(format!("node/node-{n}"));
+        }
+        let horizon = s.duration.unwrap_or(Duration::from_secs(180));
+        Ok(Topology {
+            name: s.name.clone(),
+            path: s.source.path.clone(),
+            kept,
+            kill_pool,
+            partition_pool,
+            horizon_s: (horizon.as_secs() as u32).max(10),
+        })
+    }
+
+    /// The strategy of schedules: 1 to `max_faults` faults.
+    pub fn schedules(&self, max_faults: usize) -> BoxedStrategy<Vec<GenFault>> {
+        let kills = self.kill_pool.len();
+        let parts = self.partition_pool.len();
+        let mut kinds: Vec<BoxedStrategy<GenKind>> = vec![
+            Just(GenKind::ApiStop).boxed(),
+            Just(GenKind::ApiCrash).boxed(),
+            Just(GenKind::ApiRestart).boxed(),
+        ];
+        if kills > 0 {
+            kinds.push((0..kills).prop_map(GenKind::Kill).boxed());
+            kinds.push((0..kills).prop_map(GenKind::Remove).boxed());
+        }
+        if parts > 0 {
+            kinds.push(
+                (0..parts, any::<bool>())
+                    .prop_map(|(target, oneway)| GenKind::Partition { target, oneway })
+                    .boxed(),
+            );
+        }
+        let kind = proptest::strategy::Union::new(kinds);
+        // Times shrink towards 5s (leaders have settled), durations towards 1s.
+        let fault = (5..self.horizon_s, kind, 1u32..=90).prop_map(|(at_s, kind, for_s)| GenFault {
+            at_s,
+            kind,
+            for_s,
+        });
+        proptest::collection::vec(fault, 1..=max_faults.max(1)).boxed()
+    }
+
+    /// One fault as a step of a scenario file.
+    fn step(&self, f: &GenFault) -> String {
+        let at = human(Duration::from_secs(f.at_s.into()));
+        let dur = human(Duration::from_secs(f.for_s.into()));
+        match &f.kind {
+            GenKind::ApiStop => format!("{{at: {at}, api-server: stop, for: {dur}}}"),
+            GenKind::ApiCrash => format!("{{at: {at}, api-server: crash, for: {dur}}}"),
+            GenKind::ApiRestart => format!("{{at: {at}, api-server: restart}}"),
+            GenKind::Kill(t) => format!("{{at: {at}, kill: {}}}", self.kill_pool[*t]),
+            GenKind::Remove(t) => {
+                format!("{{at: {at}, remove: {}, for: {dur}}}", self.kill_pool[*t])
+            }
+            GenKind::Partition { target, oneway } => {
+                let t = &self.partition_pool[*target];
+                if *oneway {
+                    format!("{{at: {at}, partition: {{from: {t}, to: api-server}}, for: {dur}}}")
+                } else {
+                    format!("{{at: {at}, partition: [{t}, api-server], for: {dur}}}")
+                }
+            }
+        }
+    }
+
+    /// The scenario file of a schedule (faults in time order), and its name
+    /// (`TOPOLOGY-HASH`). `header` goes first, as comments.
+    pub fn render(&self, schedule: &[GenFault], header: &str) -> (String, String) {
+        let mut faults: Vec<&GenFault> = schedule.iter().collect();
+        faults.sort_by_key(|f| f.at_s);
+        let steps: Vec<String> = faults.iter().map(|f| self.step(f)).collect();
+        let name = format!("{}-{:08x}", self.name, fnv(&steps.join("\n")) as u32);
+        let mut out = String::new();
+        for line in header.lines() {
+            let _ = writeln!(out, "# {line}");
+        }
+        let _ = writeln!(out, "name: {name}");
+        let _ = writeln!(
+            out,
+            "description: |\n  Generated by `kubechaos explore` from the topology {}, then shrunk.",
+            self.name
+        );
+        out.push_str(&self.kept);
+        out.push_str("faults:\n");
+        for s in &steps {
+            let _ = writeln!(out, "  - {s}");
+        }
+        (name, out)
+    }
+}
+
+/// FNV-1a, for short stable names.
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// The RNG of case `k`: a function of (seed, k) alone.
+fn case_rng(seed: u64, k: usize) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&(k as u64).to_le_bytes());
+    bytes[16..24].copy_from_slice(b"kubechao");
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+/// The schedule tree of case `k`.
+fn case_tree(
+    topo: &Topology,
+    opts: &ExploreOptions,
+    k: usize,
+) -> Box<dyn ValueTree<Value = Vec<GenFault>>> {
+    let config = Config {
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new_with_rng(config, case_rng(opts.seed, k));
+    Box::new(
+        topo.schedules(opts.max_faults)
+            .new_tree(&mut runner)
+            .expect("schedule strategies do not reject"),
+    )
+}
+
+/// The outcome of one schedule: the first violated invariant's label and text, if any.
+pub fn play(
+    topo: &Topology,
+    schedule: &[GenFault],
+    opts: &ExploreOptions,
+) -> Result<Option<(String, String)>, String> {
+    let (name, text) = topo.render(schedule, "");
+    let s = scenario::parse(Path::new(&format!("{name}.yaml")), text.as_bytes()).map_err(|e| {
+        format!("a generated schedule is not a valid scenario (a kubechaos bug):\n{e}\n{text}")
+    })?;
+    let o = run::run(
+        &s,
+        &RunOptions {
+            seed: opts.seed,
+            tick: Duration::from_millis(opts.tick_ms),
+            ..RunOptions::default()
+        },
+    )
+    .map_err(|e| format!("the sim could not run a generated schedule: {e}"))?;
+    Ok(o.verdicts
+        .into_iter()
+        .find(|v| !v.held)
+        .map(|v| (v.label, v.message)))
+}
+
+/// A violation found and shrunk.
+#[derive(Clone, Debug)]
+pub struct Found {
+    /// The case that found it.
+    pub case: usize,
+    /// The invariant it violates.
+    pub label: String,
+    /// Faults in the case as generated.
+    pub original_faults: usize,
+    /// The shrunk schedule.
+    pub schedule: Vec<GenFault>,
+    /// The violation text of the shrunk schedule.
+    pub message: String,
+    /// Runs the shrinking took.
+    pub shrink_runs: usize,
+    /// Where its scenario file was written.
+    pub path: PathBuf,
+}
+
+/// What an exploration did.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Cases run by this shard.
+    pub runs: usize,
+    /// Cases that violated an invariant.
+    pub violations: usize,
+    /// Wall time of the exploration (without shrinking).
+    pub wall: Duration,
+    /// One per distinct violated invariant: shrunk and written.
+    pub found: Vec<Found>,
+}
+
+/// Shrink case `k`'s schedule while it still violates `label`.
+fn shrink(
+    topo: &Topology,
+    opts: &ExploreOptions,
+    k: usize,
+    label: &str,
+) -> Result<(Vec<GenFault>, String, usize), String> {
+    let mut tree = case_tree(topo, opts, k);
+    let mut best = tree.current();
+    let mut message = String::new();
+    let mut runs = 0;
+    let mut last_failed = true;
+    while runs < opts.max_shrink_runs {
+        let moved = if last_failed {
+            tree.simplify()
+        } else {
+            tree.complicate()
+        };
+        if !moved {
+            break;
+        }
+        runs += 1;
+        let candidate = tree.current();
+        match play(topo, &candidate, opts)? {
+            Some((l, m)) if l == label => {
+                best = candidate;
+                message = m;
+                last_failed = true;
+            }
+            _ => last_failed = false,
+        }
+    }
+    if message.is_empty() {
+        // Nothing smaller failed: the original's text.
+        message = play(topo, &best, opts)?.map(|(_, m)| m).unwrap_or_default();
+    }
+    Ok((best, message, runs))
+}
+
+/// Explore: run this shard's cases on `opts.jobs` threads, then shrink the first violation of
+/// each invariant and write it to `out`. `progress` is told about once a second.
+pub fn explore(
+    topo: &Topology,
+    opts: &ExploreOptions,
+    out: &Path,
+    command: &str,
+    progress: &mut (dyn FnMut(usize, usize, usize, Duration) + Send),
+) -> Result<Summary, String> {
+    let (shard, shards) = opts.shard;
+    let cases: Vec<usize> = (0..opts.runs).filter(|k| k % shards == shard).collect();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<BTreeMap<usize, Option<(String, String)>>> = Mutex::default();
+    let failure: Mutex<Option<String>> = Mutex::default();
+    let started = Instant::now();
+    let progress = Mutex::new(progress);
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.max(1) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= cases.len() || failure.lock().expect("lock").is_some() {
+                    return;
+                }
+                let k = cases[i];
+                let schedule = case_tree(topo, opts, k).current();
+                match play(topo, &schedule, opts) {
+                    Ok(r) => {
+                        let mut res = results.lock().expect("lock");
+                        res.insert(k, r);
+                        let done = res.len();
+                        let bad = res.values().filter(|r| r.is_some()).count();
+                        drop(res);
+                        if let Ok(mut p) = progress.try_lock() {
+                            (p)(done, cases.len(), bad, started.elapsed());
+                        }
+                    }
+                    Err(e) => {
+                        *failure.lock().expect("lock") = Some(e);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner().expect("lock") {
+        return Err(e);
+    }
+    let results = results.into_inner().expect("lock");
+    let wall = started.elapsed();
+    (progress.into_inner().expect("lock"))(
+        results.len(),
+        cases.len(),
+        results.values().filter(|r| r.is_some()).count(),
+        wall,
+    );
+    let mut summary = Summary {
+        runs: results.len(),
+        violations: results.values().filter(|r| r.is_some()).count(),
+        wall,
+        found: Vec::new(),
+    };
+    // The first case of each violated invariant, in case order.
+    let mut firsts: BTreeMap<String, usize> = BTreeMap::new();
+    for (k, r) in &results {
+        if let Some((label, _)) = r {
+            firsts.entry(label.clone()).or_insert(*k);
+        }
+    }
+    let mut firsts: Vec<(usize, String)> = firsts.into_iter().map(|(l, k)| (k, l)).collect();
+    firsts.sort();
+    if !firsts.is_empty() {
+        std::fs::create_dir_all(out)
+            .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    }
+    for (k, label) in firsts {
+        let original_faults = case_tree(topo, opts, k).current().len();
+        let (schedule, message, shrink_runs) = shrink(topo, opts, k, &label)?;
+        let (name, _) = topo.render(&schedule, "");
+        let path = out.join(format!("{name}.yaml"));
+        let tick = if opts.tick_ms == crate::backend::sim::DEFAULT_TICK_MS {
+            String::new()
+        } else {
+            format!(" --tick-ms {}", opts.tick_ms)
+        };
+        let header = format!(
+            "Found by `{command}` (kubechaos {}): case {k} violated `{label}`;\nshrunk from {original_faults} fault(s) to {} in {shrink_runs} run(s).\nReplay: kubechaos scenario {} --seed {}{tick}",
+            env!("CARGO_PKG_VERSION"),
+            schedule.len(),
+            path.display(),
+            opts.seed
+        );
+        let (_, text) = topo.render(&schedule, &header);
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        summary.found.push(Found {
+            case: k,
+            label,
+            original_faults,
+            schedule,
+            message,
+            shrink_runs,
+            path,
+        });
+    }
+    Ok(summary)
+}
+
+/// `I/N` as `--shard` takes it.
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}`: expected I/N, e.g. 0/4"))?;
+    let i: usize = i
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: expected I/N with whole numbers, e.g. 0/4"))?;
+    let n: usize = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: expected I/N with whole numbers, e.g. 0/4"))?;
+    if n == 0 || i >= n {
+        return Err(format!("`{s}`: expected 0 <= I < N, e.g. 0/4 … 3/4"));
+    }
+    Ok((i, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOPO: &str = "# yaml-language-server: $schema=../docs/scenario.schema.json\nname: t\ndescription: |\n  a topology\ncluster:\n  nodes: 1\n  components:\n    kube-scheduler: {replicas: 2}\n  agents:\n    - {name: agent, replicas: 1, lease: default/agent-lock, mode: give-up}\nfaults:\n  - {at: 5s, api-server: restart}\nexpect:\n  - leader-reacquired: {lease: default/agent-lock, within: 60s}\nduration: 3m\n";
+
+    fn topo() -> Topology {
+        let s = scenario::parse(Path::new("t.yaml"), TOPO.as_bytes()).expect("valid");
+        Topology::new(&s, TOPO).expect("topology")
+    }
+
+    #[test]
+    fn a_case_is_a_function_of_seed_and_index_and_renders_a_valid_scenario() {
+        let t = topo();
+        let opts = ExploreOptions::default();
+        assert_eq!(
+            case_tree(&t, &opts, 7).current(),
+            case_tree(&t, &opts, 7).current()
+        );
+        assert_ne!(
+            case_tree(&t, &opts, 7).current(),
+            case_tree(&t, &opts, 8).current()
+        );
+        for k in 0..50 {
+            let schedule = case_tree(&t, &opts, k).current();
+            let (name, text) = t.render(&schedule, "Found by a test");
+            assert!(text.starts_with("# Found by a test\n"), "{text}");
+            assert!(
+                !text.contains("api-server: restart}\nexpect"),
+                "the topology's faults are dropped"
+            );
+            let s = scenario::parse(Path::new(&format!("{name}.yaml")), text.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(s.faults.len(), schedule.len());
+            assert_eq!(s.cluster.agents.len(), 1);
+        }
+    }
+
+    #[test]
+    fn shards_split_the_cases_and_bad_shards_are_refused() {
+        assert_eq!(parse_shard("1/4"), Ok((1, 4)));
+        assert!(parse_shard("4/4").is_err());
+        assert!(parse_shard("x").is_err());
+        assert!(parse_shard("0/0").is_err());
+    }
+
+    #[test]
+    fn invariants_anchored_on_step_ids_are_refused() {
+        let text = "name: t\ncluster: {nodes: 1, components: {kube-scheduler: {replicas: 1}}}\nfaults:\n  - {at: 5s, id: x, api-server: restart}\nexpect:\n  - schedulable: {within: 30s, after: x}\n";
+        let s = scenario::parse(Path::new("t.yaml"), text.as_bytes()).expect("valid");
+        let err = Topology::new(&s, text).unwrap_err();
+        assert!(err[0].1.contains("anchored with `after:`"), "{}", err[0].1);
+    }
+}

@@ -1,0 +1,710 @@
+//! The observer: follows a cluster through its API server as an informer does (list, then watch
+//! from the list's resourceVersion, resume a broken watch from the last resourceVersion seen,
+//! list again when that is too old), records what changed as [`events`](kubechaos_core::events), and
+//! carries out the plan's API-level actions (probe pods, `delete-pods`).
+//!
+//! It only needs a `kube::Client`, so every backend runs the same observer: the sim runs it as
+//! the `kubechaos` host (never partitioned or crashed), real backends as a task. It never fails a
+//! run: when it loses the API server it says so in the timeline, retries every second, and
+//! carries on where it left off.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::recover::{self, RecoverError, Workload};
+use kubechaos_core::events::{EventKind, Recorder};
+
+/// What the observer last recorded of a Lease: holder, renew time, transitions, duration.
+type LeaseSeen = (Option<String>, Option<u64>, u32, Option<u64>);
+
+/// How long the observer waits before it tries the API server again.
+pub const RETRY: Duration = Duration::from_secs(1);
+/// How long `delete-pods` waits for the deleted pods to be gone (kubectl's default grace period
+/// and then some).
+pub const DELETE_WAIT: Duration = Duration::from_secs(60);
+/// Namespace of probe pods.
+pub const PROBE_NAMESPACE: &str = "kubechaos";
+
+/// An API-level action for the harness host to carry out.
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Create the probe pod of invariant `invariant`.
+    Probe {
+        /// Index in `expect:`.
+        invariant: usize,
+    },
+    /// Delete the pods matching a selector.
+    DeletePods {
+        /// Namespace.
+        namespace: String,
+        /// Label selector.
+        selector: String,
+    },
+    /// The `recover` step `step`: create a pod from a workload's template, pre-bound to a node.
+    Recover {
+        /// Index in `faults:` (names the pod: `NAME-recovery-STEP`).
+        step: usize,
+        /// `NAMESPACE/KIND/NAME`.
+        pod_from: String,
+        /// The node.
+        node: String,
+        /// Delete the pod once the workload is available again.
+        cleanup: bool,
+    },
+    /// Delete recovery pod `pod` once `workload` is available again.
+    Cleanup {
+        /// The workload.
+        workload: Workload,
+        /// The recovery pod's name (in the workload's namespace).
+        pod: String,
+    },
+    /// The `bind` step: POST a Binding for a pending pod.
+    Bind {
+        /// `NAMESPACE/NAME`.
+        pod: String,
+        /// The node.
+        node: String,
+    },
+}
+
+/// What became of a command.
+enum Outcome {
+    /// Carried out (or refused for good, which the timeline says).
+    Done,
+    /// The API server did not answer: try again in a second.
+    Retry,
+    /// Carried out; this command follows (it is tried from the next second on).
+    Then(Command),
+}
+
+/// Whether the API server answered lately, shared by the observer's watches so that losing it
+/// and finding it again are each said once.
+#[derive(Default)]
+struct Reach(std::sync::Mutex<Option<bool>>);
+
+/// The observer/actuator.
+pub struct Observer {
+    /// Where events go.
+    pub recorder: Recorder,
+    /// The wall-clock time at the start of the run (renew times are recorded relative to it).
+    pub epoch: k8s_openapi::jiff::Timestamp,
+    /// The Deployments (`NAMESPACE/NAME`) whose availability to record (those `available`
+    /// invariants name); their namespaces' pods are followed too.
+    pub deployments: std::collections::BTreeSet<String>,
+    /// The Leases to record (`NAMESPACE/NAME`); a real cluster holds many others (the API
+    /// servers' identity leases, other controllers').
+    pub leases: std::collections::BTreeSet<String>,
+    /// `timeoutSeconds` of each watch request: the sim's network carries each exchange whole
+    /// within a 5s client timeout, so the sim asks for short watches; real API servers stream.
+    pub watch_timeout: u32,
+    /// Lease holders renamed to the scenario's process names: (lease, host part of the holder
+    /// identity) -> process. On kind the scheduler's identity is `NODE_UUID`; its process is
+    /// `kube-scheduler-N`. Empty where identities already are process names.
+    pub holder_names: BTreeMap<(String, String), String>,
+}
+
+impl Observer {
+    /// Run until the world ends (the sim's end, or the task is aborted).
+    pub async fn run(self, client: kube::Client, commands: mpsc::UnboundedReceiver<Command>) {
+        let reach = Reach::default();
+        let leases = self.follow(
+            Api::<Lease>::all(client.clone()),
+            &reach,
+            |this, seen: &mut BTreeMap<String, LeaseSeen>, s: Seen<'_, Lease>| {
+                s.each(|l| this.lease(seen, l))
+            },
+        );
+        let nodes = self.follow(
+            Api::<Node>::all(client.clone()),
+            &reach,
+            |this, seen: &mut BTreeMap<String, (bool, bool)>, s: Seen<'_, Node>| {
+                s.each(|n| this.node(seen, n))
+            },
+        );
+        let pods = self.follow(
+            Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE),
+            &reach,
+            |this, seen: &mut BTreeMap<String, String>, s: Seen<'_, Pod>| {
+                s.each(|p| this.pod(seen, p))
+            },
+        );
+        // Deployments' availability: their status, confirmed by their pods.
+        let workloads = std::sync::Mutex::new(Workloads::default());
+        let deployments = async {
+            if !self.deployments.is_empty() {
+                self.follow(
+                    Api::<Deployment>::all(client.clone()),
+                    &reach,
+                    |this, _: &mut (), s: Seen<'_, Deployment>| {
+                        let mut w = workloads.lock().expect("workloads");
+                        w.deployments(s);
+                        this.availability(&mut w);
+                    },
+                )
+                .await;
+            }
+        };
+        let workload_pods = async {
+            if !self.deployments.is_empty() {
+                self.follow(
+                    Api::<Pod>::all(client.clone()),
+                    &reach,
+                    |this, _: &mut (), s: Seen<'_, Pod>| {
+                        let mut w = workloads.lock().expect("workloads");
+                        w.pods(s);
+                        this.availability(&mut w);
+                    },
+                )
+                .await;
+            }
+        };
+        tokio::join!(
+            self.act(&client, commands),
+            leases,
+            nodes,
+            pods,
+            deployments,
+            workload_pods
+        );
+    }
+
+    /// Carry out commands as they come; retry those the API server did not take every second.
+    async fn act(&self, client: &kube::Client, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut pending: Vec<Command> = Vec::new();
+        loop {
+            if pending.is_empty() {
+                match commands.recv().await {
+                    Some(c) => pending.push(c),
+                    None => return std::future::pending().await,
+                }
+            } else {
+                tokio::select! {
+                    biased;
+                    Some(c) = commands.recv() => pending.push(c),
+                    () = tokio::time::sleep(RETRY) => {}
+                }
+            }
+            while let Ok(c) = commands.try_recv() {
+                pending.push(c);
+            }
+            let mut still = Vec::new();
+            for c in pending.drain(..) {
+                match self.execute(client, &c).await {
+                    Outcome::Done => {}
+                    Outcome::Retry => still.push(c),
+                    Outcome::Then(next) => still.push(next),
+                }
+            }
+            pending = still;
+        }
+    }
+
+    /// Say in the timeline when the observer loses the API server and when it has it back.
+    fn reach(&self, reach: &Reach, result: Result<(), String>) {
+        let ok = result.is_ok();
+        let mut last = reach.0.lock().expect("reach lock");
+        let said = *last;
+        *last = Some(ok);
+        if said == Some(ok) || (said.is_none() && ok) {
+            return;
+        }
+        self.recorder.record(EventKind::ProcessNote {
+            process: "kubechaos".into(),
+            message: match result {
+                Ok(()) => "observer: reached the API server again".into(),
+                Err(e) => {
+                    format!("observer: cannot reach the API server ({e}); retrying every second")
+                }
+            },
+        });
+    }
+
+    /// Follow one resource as an informer does: list, watch from the list's resourceVersion,
+    /// resume from the last resourceVersion seen when the watch ends, list again when the
+    /// server says that version is too old (410). `record` sees each list whole, and every
+    /// object as it changes or goes.
+    async fn follow<K, S>(
+        &self,
+        api: Api<K>,
+        reach: &Reach,
+        record: impl Fn(&Self, &mut S, Seen<'_, K>),
+    ) where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+        S: Default,
+    {
+        let mut seen = S::default();
+        let mut from: Option<String> = None;
+        loop {
+            let version = match from.take() {
+                Some(v) => v,
+                None => match api.list(&ListParams::default()).await {
+                    Ok(list) => {
+                        self.reach(reach, Ok(()));
+                        record(self, &mut seen, Seen::Listed(&list.items));
+                        list.metadata.resource_version.unwrap_or_default()
+                    }
+                    Err(e) => {
+                        self.reach(reach, Err(short(&e)));
+                        tokio::time::sleep(RETRY).await;
+                        continue;
+                    }
+                },
+            };
+            let params = WatchParams::default().timeout(self.watch_timeout);
+            let stream = match api.watch(&params, &version).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    if !is_gone(&e) {
+                        self.reach(reach, Err(short(&e)));
+                        tokio::time::sleep(RETRY).await;
+                        from = Some(version);
+                    }
+                    continue;
+                }
+            };
+            self.reach(reach, Ok(()));
+            let mut stream = stream.boxed();
+            let mut last = Some(version);
+            loop {
+                match stream.try_next().await {
+                    Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                        last = o.meta().resource_version.clone().or(last);
+                        record(self, &mut seen, Seen::Changed(&o));
+                    }
+                    Ok(Some(WatchEvent::Deleted(o))) => {
+                        last = o.meta().resource_version.clone().or(last);
+                        record(self, &mut seen, Seen::Deleted(&o));
+                    }
+                    Ok(Some(WatchEvent::Bookmark(b))) => {
+                        last = Some(b.metadata.resource_version);
+                    }
+                    Ok(Some(WatchEvent::Error(e))) => {
+                        if e.code == 410 {
+                            last = None;
+                        }
+                        break;
+                    }
+                    // The server ended the watch (its timeout, or it went away): resume.
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            from = last;
+        }
+    }
+
+    /// Say something in the timeline, as the harness.
+    fn note(&self, message: String) {
+        self.recorder.record(EventKind::ProcessNote {
+            process: "kubechaos".into(),
+            message,
+        });
+    }
+
+    /// Carry out a command.
+    async fn execute(&self, client: &kube::Client, c: &Command) -> Outcome {
+        match c {
+            Command::Probe { invariant } => {
+                let name = format!("probe-{invariant}");
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": PROBE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}},
+                    "spec": {"containers": [{"name": "probe", "image": "registry.k8s.io/pause:3.10"}]},
+                }))
+                .expect("probe pod shape");
+                match Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE)
+                    .create(&PostParams::default(), &pod)
+                    .await
+                {
+                    Ok(_) => {
+                        self.recorder.record(EventKind::ProbeCreated {
+                            invariant: *invariant,
+                            pod: format!("{PROBE_NAMESPACE}/{name}"),
+                        });
+                        Outcome::Done
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "probe pod not created yet");
+                        Outcome::Retry
+                    }
+                }
+            }
+            Command::DeletePods {
+                namespace,
+                selector,
+            } => {
+                // As `kubectl delete pods -l SELECTOR` does: delete, then wait until they are
+                // gone (their kubelet stopped their containers and confirmed), so that what
+                // follows in the plan sees them gone.
+                let api = Api::<Pod>::namespaced(client.clone(), namespace);
+                let params = ListParams::default().labels(selector);
+                let names: Vec<String> = match api.list(&params).await {
+                    Ok(list) => list
+                        .items
+                        .into_iter()
+                        .filter_map(|p| p.metadata.name)
+                        .collect(),
+                    Err(_) => return Outcome::Retry,
+                };
+                for name in &names {
+                    let _ = api.delete(name, &DeleteParams::default()).await;
+                }
+                let started = tokio::time::Instant::now();
+                loop {
+                    let left: Vec<String> = match api.list(&params).await {
+                        Ok(list) => list
+                            .items
+                            .into_iter()
+                            .filter_map(|p| p.metadata.name)
+                            .filter(|n| names.contains(n))
+                            .collect(),
+                        Err(_) => names.clone(),
+                    };
+                    if left.is_empty() {
+                        self.note(format!(
+                            "delete-pods: {} pod(s) deleted and gone after {:.1}s: {}",
+                            names.len(),
+                            started.elapsed().as_secs_f64(),
+                            if names.is_empty() {
+                                "none matched".to_owned()
+                            } else {
+                                names.join(", ")
+                            }
+                        ));
+                        return Outcome::Done;
+                    }
+                    if started.elapsed() >= DELETE_WAIT {
+                        self.note(format!(
+                            "delete-pods: still terminating after {}s: {}",
+                            DELETE_WAIT.as_secs(),
+                            left.join(", ")
+                        ));
+                        return Outcome::Done;
+                    }
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+            Command::Recover {
+                step,
+                pod_from,
+                node,
+                cleanup,
+            } => {
+                let (ns, kind_name) = pod_from.split_once('/').unwrap_or(("", pod_from));
+                let w = match Workload::parse(ns, kind_name) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        self.note(format!("recover: {e}"));
+                        return Outcome::Done;
+                    }
+                };
+                let name = format!("{}-recovery-{step}", w.name);
+                let pods = Api::<Pod>::namespaced(client.clone(), ns);
+                let made = match recover::prepare(client, &w, node, &step.to_string()).await {
+                    Ok((_, pod)) => recover::create(client, &pod).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                match made {
+                    Ok(()) => {}
+                    Err(RecoverError::Refused(e)) => {
+                        self.note(format!("recover: refused: {e}"));
+                        return Outcome::Done;
+                    }
+                    // Created by an earlier try whose answer was lost?
+                    Err(RecoverError::Cluster(_))
+                        if pods.get_opt(&name).await.ok().flatten().is_some() => {}
+                    Err(RecoverError::Cluster(e)) => {
+                        tracing::debug!(error = %e, "recovery pod not created yet");
+                        return Outcome::Retry;
+                    }
+                }
+                self.note(format!(
+                    "recover: created pod {ns}/{name} from {w}'s template, bound to {node}"
+                ));
+                if *cleanup {
+                    Outcome::Then(Command::Cleanup {
+                        workload: w,
+                        pod: name,
+                    })
+                } else {
+                    Outcome::Done
+                }
+            }
+            Command::Cleanup { workload, pod } => {
+                let seen = recover::ready_replicas(client, workload)
+                    .await
+                    .ok()
+                    .flatten();
+                let Some((available, desired)) = seen.filter(|(a, d)| *d > 0 && a >= d) else {
+                    return Outcome::Retry;
+                };
+                let ns = &workload.namespace;
+                match Api::<Pod>::namespaced(client.clone(), ns)
+                    .delete(pod, &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(_) => return Outcome::Retry,
+                }
+                self.note(format!(
+                    "recover: {workload} has its pods Ready again ({available}/{desired}); deleted pod {ns}/{pod}"
+                ));
+                Outcome::Done
+            }
+            Command::Bind { pod, node } => {
+                let (ns, name) = pod.split_once('/').unwrap_or(("", pod));
+                match recover::bind(client, ns, name, node).await {
+                    Ok(()) => {
+                        self.note(format!("bind: bound pod {pod} to {node}"));
+                        Outcome::Done
+                    }
+                    Err(RecoverError::Refused(e)) => {
+                        self.note(format!("bind: refused: {e}"));
+                        Outcome::Done
+                    }
+                    Err(RecoverError::Cluster(_)) => Outcome::Retry,
+                }
+            }
+        }
+    }
+
+    fn since_start_ms(&self, t: &k8s_openapi::jiff::Timestamp) -> u64 {
+        let d = t.duration_since(self.epoch);
+        d.as_millis().max(0) as u64
+    }
+
+    /// `identity` with its host part renamed after [`Observer::holder_names`].
+    fn holder_name(&self, lease: &str, identity: String) -> String {
+        let (host, rest) = identity.rsplit_once('_').unwrap_or((&identity, ""));
+        match self.holder_names.get(&(lease.to_owned(), host.to_owned())) {
+            Some(p) if rest.is_empty() => p.clone(),
+            Some(p) => format!("{p}_{rest}"),
+            None => identity,
+        }
+    }
+
+    fn lease(&self, seen: &mut BTreeMap<String, LeaseSeen>, l: &Lease) {
+        let ns = l.metadata.namespace.clone().unwrap_or_default();
+        let key = format!("{ns}/{}", l.metadata.name.clone().unwrap_or_default());
+        if !self.leases.contains(&key) {
+            return;
+        }
+        let spec = l.spec.clone().unwrap_or_default();
+        let now = (
+            spec.holder_identity
+                .clone()
+                .filter(|h| !h.is_empty())
+                .map(|h| self.holder_name(&key, h)),
+            spec.renew_time.as_ref().map(|t| self.since_start_ms(&t.0)),
+            spec.lease_transitions.unwrap_or(0).max(0) as u32,
+            spec.lease_duration_seconds
+                .filter(|s| *s > 0)
+                .map(|s| s as u64 * 1000),
+        );
+        if seen.get(&key) != Some(&now) {
+            self.recorder.record(EventKind::LeaseObserved {
+                lease: key.clone(),
+                holder: now.0.clone(),
+                renew_ms: now.1,
+                transitions: now.2,
+                duration_ms: now.3,
+            });
+            seen.insert(key, now);
+        }
+    }
+
+    fn node(&self, seen: &mut BTreeMap<String, (bool, bool)>, n: &Node) {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let ready = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let tainted = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            });
+        if seen.get(&name) != Some(&(ready, tainted)) {
+            self.recorder.record(EventKind::NodeObserved {
+                node: name.clone(),
+                ready,
+                tainted,
+            });
+            seen.insert(name, (ready, tainted));
+        }
+    }
+
+    fn pod(&self, seen: &mut BTreeMap<String, String>, p: &Pod) {
+        let key = format!(
+            "{PROBE_NAMESPACE}/{}",
+            p.metadata.name.clone().unwrap_or_default()
+        );
+        if let Some(node) = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty())
+        {
+            if seen.get(&key) != Some(&node) {
+                self.recorder.record(EventKind::PodBound {
+                    pod: key.clone(),
+                    node: node.clone(),
+                });
+                seen.insert(key, node);
+            }
+        }
+    }
+
+    /// Record the availability of the Deployments of interest that changed.
+    fn availability(&self, w: &mut Workloads) {
+        for key in &self.deployments {
+            let Some((selector, desired, reported)) = w.deployments.get(key) else {
+                continue;
+            };
+            let ns = key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+            let ready_pods = w
+                .pods
+                .values()
+                .filter(|(pod_ns, labels, ready)| {
+                    *ready
+                        && pod_ns == ns
+                        && !selector.is_empty()
+                        && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+                })
+                .count() as u32;
+            let now = (*reported.min(&ready_pods), *desired, *reported, ready_pods);
+            if w.said.get(key) != Some(&now) {
+                self.recorder.record(EventKind::DeploymentObserved {
+                    deployment: key.clone(),
+                    available: now.0,
+                    desired: now.1,
+                    reported: now.2,
+                    ready_pods: now.3,
+                });
+                w.said.insert(key.clone(), now);
+            }
+        }
+    }
+}
+
+/// What a watch saw: a whole list, an object as it is now, or an object that went.
+enum Seen<'a, K> {
+    Listed(&'a [K]),
+    Changed(&'a K),
+    Deleted(&'a K),
+}
+
+impl<K> Seen<'_, K> {
+    /// Each object that is there (deletions ignored).
+    fn each(self, mut f: impl FnMut(&K)) {
+        match self {
+            Seen::Listed(all) => all.iter().for_each(f),
+            Seen::Changed(o) => f(o),
+            Seen::Deleted(_) => {}
+        }
+    }
+}
+
+/// The Deployments and pods the `available` invariants need: a Deployment's pods are those its
+/// selector's `matchLabels` select in its namespace; a pod counts while Ready and not being
+/// deleted.
+#[derive(Default)]
+struct Workloads {
+    /// `NAMESPACE/NAME` -> (matchLabels, `spec.replicas`, `status.availableReplicas`).
+    deployments: BTreeMap<String, (BTreeMap<String, String>, u32, u32)>,
+    /// `NAMESPACE/NAME` -> (namespace, labels, Ready and not being deleted).
+    pods: BTreeMap<String, (String, BTreeMap<String, String>, bool)>,
+    /// What was last recorded: (available, desired, reported, ready pods).
+    said: BTreeMap<String, (u32, u32, u32, u32)>,
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default()
+    )
+}
+
+impl Workloads {
+    fn deployments(&mut self, s: Seen<'_, Deployment>) {
+        let entry = |d: &Deployment| {
+            let spec = d.spec.clone();
+            (
+                spec.selector.match_labels.unwrap_or_default(),
+                spec.replicas.unwrap_or(1).max(0) as u32,
+                d.status
+                    .as_ref()
+                    .and_then(|s| s.available_replicas)
+                    .unwrap_or(0)
+                    .max(0) as u32,
+            )
+        };
+        match s {
+            Seen::Listed(all) => {
+                self.deployments = all
+                    .iter()
+                    .map(|d| (key_of(&d.metadata), entry(d)))
+                    .collect();
+            }
+            Seen::Changed(d) => {
+                self.deployments.insert(key_of(&d.metadata), entry(d));
+            }
+            Seen::Deleted(d) => {
+                self.deployments.remove(&key_of(&d.metadata));
+            }
+        }
+    }
+
+    fn pods(&mut self, s: Seen<'_, Pod>) {
+        let entry = |p: &Pod| {
+            let ready = p.metadata.deletion_timestamp.is_none() && crate::kubeclient::pod_ready(p);
+            (
+                p.metadata.namespace.clone().unwrap_or_default(),
+                p.metadata.labels.clone().unwrap_or_default(),
+                ready,
+            )
+        };
+        match s {
+            Seen::Listed(all) => {
+                self.pods = all
+                    .iter()
+                    .map(|p| (key_of(&p.metadata), entry(p)))
+                    .collect();
+            }
+            Seen::Changed(p) => {
+                self.pods.insert(key_of(&p.metadata), entry(p));
+            }
+            Seen::Deleted(p) => {
+                self.pods.remove(&key_of(&p.metadata));
+            }
+        }
+    }
+}
+
+/// An error in a few words: the API's own message for a `Status`.
+fn short(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        e => e.to_string(),
+    }
+}
+
+/// Whether an error is the server's "too old resource version".
+fn is_gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 410)
+}

@@ -1,0 +1,307 @@
+//! A self-hosted control plane (`cluster: {self-hosted: true}`): kube-scheduler and
+//! kube-controller-manager run as Deployments in `kube-system`, their pods labelled
+//! `component: NAME, tier: control-plane` as kubeadm labels its static pods, and run by the
+//! node agents of the fake nodes ([`crate::fake_node`]) like a kubelet runs containers.
+//!
+//! This is the trap of the second seed: with every scheduler pod gone, the replacements the
+//! ReplicaSet controller makes stay Pending (nothing binds them); with every controller-manager
+//! pod gone, nothing makes the replacements at all.
+//!
+//! [`bootstrap`] brings it up as bootkube did, with a temporary control plane that hands over:
+//! the temporary control plane is one pre-bound pod per component made from its Deployment's
+//! template (the same mechanism as `kubechaos recover pod-from`, named `NAME-bootstrap`); once
+//! the Deployments are available the bootstrap pods are deleted and the Deployments' own pods
+//! take the leases.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+use crate::recover::{self, Workload};
+use kubechaos_core::events::identity_process;
+use kubechaos_core::scenario::validate::process_name;
+use kubechaos_core::scenario::Component;
+
+/// The Kubernetes release whose images the Deployments name (the pinned local build:
+/// `fixtures/control-plane/kubernetes/go.mod`; a test keeps them equal).
+pub const KUBERNETES_VERSION: &str = "v1.37.2";
+/// Where the self-hosted components run.
+pub const NAMESPACE: &str = "kube-system";
+/// Suffix of the bootstrap pods' names: `kube-scheduler-bootstrap`.
+pub const BOOTSTRAP: &str = "bootstrap";
+/// The host directory that the components' pods mount (kubeadm's): kubeconfigs and `pki/`.
+pub const HOST_CONFIG_DIR: &str = "/etc/kubernetes";
+
+/// The container image of a component.
+pub fn image(c: Component) -> String {
+    format!("registry.k8s.io/{}:{KUBERNETES_VERSION}", c.name())
+}
+
+/// The component a container image runs, if it is one of the control-plane images that the node
+/// agents can run (`registry.k8s.io/kube-scheduler:v1.37.2`, any registry or tag).
+pub fn component_of_image(image: &str) -> Option<Component> {
+    let path = image.split('@').next().unwrap_or(image);
+    let last = path.rsplit('/').next().unwrap_or(path);
+    let repo = last.split(':').next().unwrap_or(last);
+    Component::ALL.into_iter().find(|c| c.name() == repo)
+}
+
+/// The arguments of a component's container, as kubeadm writes them (paths under
+/// [`HOST_CONFIG_DIR`], which the node agent maps to its node's files). `--secure-port=0`:
+/// every fake node shares this machine's network, so two replicas on one host could not both
+/// take kubeadm's fixed ports; nothing here needs the components' HTTPS endpoints.
+pub fn args(c: Component) -> Vec<String> {
+    let conf = |f: &str| format!("{HOST_CONFIG_DIR}/{f}");
+    let mut args = vec![
+        format!(
+            "--kubeconfig={}",
+            conf(match c {
+                Component::KubeScheduler => "scheduler.conf",
+                Component::KubeControllerManager => "controller-manager.conf",
+            })
+        ),
+        "--leader-elect=true".to_owned(),
+        "--secure-port=0".to_owned(),
+        "--v=1".to_owned(),
+    ];
+    if c == Component::KubeControllerManager {
+        args.extend([
+            format!("--service-account-private-key-file={}", conf("pki/sa.key")),
+            format!("--root-ca-file={}", conf("pki/ca.crt")),
+            format!("--cluster-signing-cert-file={}", conf("pki/ca.crt")),
+            format!("--cluster-signing-key-file={}", conf("pki/ca.key")),
+            "--use-service-account-credentials=true".to_owned(),
+        ]);
+    }
+    args
+}
+
+/// The Deployment of a self-hosted component.
+pub fn deployment(c: Component, replicas: u32) -> Deployment {
+    let name = c.name();
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NAMESPACE,
+                     "labels": {"component": name, "tier": "control-plane"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"component": name}},
+            "template": {
+                "metadata": {"labels": {"component": name, "tier": "control-plane"}},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "containers": [{
+                        "name": name,
+                        "image": image(c),
+                        "command": [name],
+                        "args": args(c),
+                        "volumeMounts": [{"name": "k8s", "mountPath": HOST_CONFIG_DIR, "readOnly": true}],
+                    }],
+                    "volumes": [{"name": "k8s", "hostPath": {"path": HOST_CONFIG_DIR, "type": "Directory"}}],
+                },
+            },
+        },
+    }))
+    .expect("deployment shape")
+}
+
+/// Bring up the self-hosted components through a temporary control plane, then hand over (see
+/// the module docs). `components`: replicas per component; `nodes`: how many fake nodes run
+/// (`node-0` …; their node agents must be running). Gives up after `limit` (the caller's clock:
+/// virtual on the sim) saying what was missing. `say` hears each phase.
+pub async fn bootstrap(
+    client: &kube::Client,
+    components: &BTreeMap<Component, u32>,
+    nodes: u32,
+    limit: Duration,
+    say: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let wanted: Vec<(Component, u32)> = components
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(c, n)| (*c, *n))
+        .collect();
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
+    let mut missing: Vec<String>;
+    let give_up = |missing: &[String]| {
+        format!(
+            "the self-hosted control plane was not up after {}s: {}",
+            limit.as_secs(),
+            missing.join(", ")
+        )
+    };
+    let pause = || tokio::time::sleep(Duration::from_secs(1));
+
+    // 1. The Deployments, and one bootstrap pod each, pre-bound to a node.
+    say("self-hosted: creating the Deployments and the bootstrap pods");
+    for (i, (c, replicas)) in wanted.iter().enumerate() {
+        let node = process_name("node", i as u32 % nodes.max(1));
+        loop {
+            let step = async {
+                match deployments
+                    .create(&PostParams::default(), &deployment(*c, *replicas))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(format!("cannot create deployment/{}: {e}", c.name())),
+                }
+                let w = Workload::parse(NAMESPACE, &format!("deployment/{}", c.name()))?;
+                let (_, mut pod) = recover::prepare(client, &w, &node, BOOTSTRAP)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                pod.metadata.name = Some(format!("{}-{BOOTSTRAP}", c.name()));
+                pod.metadata.annotations.get_or_insert_default().insert(
+                    "kubechaos.io/recovery".into(),
+                    format!("the temporary control plane that brings deployment/{} up; deleted once it is available", c.name()),
+                );
+                match recover::create(client, &pod).await {
+                    Ok(_) => Ok(()),
+                    Err(_)
+                        if pods
+                            .get_opt(&format!("{}-{BOOTSTRAP}", c.name()))
+                            .await
+                            .ok()
+                            .flatten()
+                            .is_some() =>
+                    {
+                        Ok(())
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
+            };
+            match step.await {
+                Ok(()) => break,
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(give_up(&[e])),
+                Err(_) => pause().await,
+            }
+        }
+    }
+
+    // 2. Wait until every Deployment is available: the bootstrap controller-manager made their
+    //    pods, the bootstrap scheduler bound them, the node agents run them.
+    say("self-hosted: waiting for the Deployments to be available");
+    loop {
+        missing = Vec::new();
+        for (c, replicas) in &wanted {
+            let seen = deployments
+                .get_opt(c.name())
+                .await
+                .ok()
+                .flatten()
+                .and_then(|d| d.status)
+                .and_then(|s| s.available_replicas)
+                .unwrap_or(0);
+            if seen < *replicas as i32 {
+                missing.push(format!(
+                    "deployment/{} has {seen}/{replicas} available",
+                    c.name()
+                ));
+            }
+        }
+        if missing.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(give_up(&missing));
+        }
+        pause().await;
+    }
+
+    // 3. Hand over: delete the bootstrap pods; wait until they are gone and the Deployments'
+    //    pods hold the leases.
+    say("self-hosted: handing over from the bootstrap pods");
+    loop {
+        missing = Vec::new();
+        for (c, _) in &wanted {
+            let name = format!("{}-{BOOTSTRAP}", c.name());
+            match pods.get_opt(&name).await {
+                Ok(None) => {}
+                Ok(Some(p)) => {
+                    if p.metadata.deletion_timestamp.is_none() {
+                        let _ = pods.delete(&name, &DeleteParams::default()).await;
+                    }
+                    missing.push(format!("pod {name} still exists"));
+                }
+                Err(e) => missing.push(format!("cannot read pod {name}: {e}")),
+            }
+            let lease = c.lease();
+            let holder = crate::kubeclient::lease_holder(client, &lease)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let process = identity_process(&holder);
+            if holder.is_empty() || process == name {
+                missing.push(format!(
+                    "lease {lease} is held by {}",
+                    if holder.is_empty() { "nobody" } else { process }
+                ));
+            }
+        }
+        if missing.is_empty() {
+            say("self-hosted: the Deployments' pods hold the leases");
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(give_up(&missing));
+        }
+        pause().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_name_their_component() {
+        for c in Component::ALL {
+            assert_eq!(component_of_image(&image(c)), Some(c));
+        }
+        assert_eq!(
+            component_of_image("localhost:5000/k8s/kube-scheduler:v1.30.0"),
+            Some(Component::KubeScheduler)
+        );
+        assert_eq!(
+            component_of_image("registry.k8s.io/kube-controller-manager@sha256:abc"),
+            Some(Component::KubeControllerManager)
+        );
+        assert_eq!(component_of_image("registry.k8s.io/pause:3.10"), None);
+        assert_eq!(component_of_image("kube-apiserver:v1.37.2"), None);
+    }
+
+    #[test]
+    fn the_images_are_the_pinned_release() {
+        let gomod = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../fixtures/control-plane/kubernetes/go.mod"),
+        )
+        .expect("the pinned go.mod");
+        assert!(
+            gomod.contains(&format!("k8s.io/kubernetes {KUBERNETES_VERSION}")),
+            "KUBERNETES_VERSION ({KUBERNETES_VERSION}) differs from fixtures/control-plane/kubernetes/go.mod"
+        );
+    }
+
+    #[test]
+    fn deployments_select_their_pods_by_component() {
+        let d = serde_json::to_value(deployment(Component::KubeScheduler, 2)).unwrap();
+        assert_eq!(d["spec"]["replicas"], 2);
+        assert_eq!(
+            d["spec"]["selector"]["matchLabels"]["component"],
+            "kube-scheduler"
+        );
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["image"],
+            image(Component::KubeScheduler)
+        );
+    }
+}
