@@ -1,11 +1,15 @@
 //! A harness-owned TCP proxy between one client (a component replica, a fake node) and the API
 //! server, so that a partition can cut that one client off.
 //!
-//! A cut direction blackholes, as a real partition does: connections stay open and bytes are
-//! read and dropped silently, nothing is reset, so clients run into their own timeouts. New
-//! connections are accepted and then black-holed too (a SYN would get no answer on a real
-//! network; holding the connection is the closest a user-space proxy gets). Healing lets bytes
-//! flow again on existing and new connections; what was dropped stays lost, as on a network.
+//! A cut direction holds its bytes, as a partition does to TCP: the segments are lost on the
+//! wire and TCP retransmits them, so nothing arrives while the link is cut, nothing is reset, and
+//! once it heals the byte stream goes on, whole and in order (a proxy that dropped bytes would
+//! tear HTTP/2 frames apart, and the receiver would reset the stream with PROTOCOL_ERROR, which
+//! no network partition does). The proxy stops reading the cut direction, so the sender's
+//! buffers fill as they would behind a lossy link; clients run into their own timeouts and
+//! keepalives, and close or reconnect as they would. New connections are accepted and then held
+//! too (a SYN would get no answer on a real network; holding the connection is the closest a
+//! user-space proxy gets).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +17,7 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 /// The two directions a partition can cut.
 #[derive(Debug, Default)]
@@ -21,6 +26,30 @@ pub struct Cut {
     pub up: AtomicBool,
     /// Server to client.
     pub down: AtomicBool,
+    /// Told when a direction heals.
+    healed: Notify,
+}
+
+impl Cut {
+    fn is_cut(&self, up: bool) -> bool {
+        if up {
+            self.up.load(Ordering::SeqCst)
+        } else {
+            self.down.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Until the direction is not cut.
+    async fn open(&self, up: bool) {
+        loop {
+            // Made before the check, so that a heal between the two is not missed.
+            let healed = self.healed.notified();
+            if !self.is_cut(up) {
+                return;
+            }
+            healed.await;
+        }
+    }
 }
 
 /// A running proxy. Dropping it stops accepting; open connections end with the run.
@@ -45,33 +74,20 @@ where
 {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
+        cut.open(up).await;
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let dropped = if up {
-            cut.up.load(Ordering::SeqCst)
-        } else {
-            cut.down.load(Ordering::SeqCst)
-        };
-        if dropped {
-            continue;
-        }
+        // Cut while this was read: it arrives once the link heals, as a retransmission would.
+        cut.open(up).await;
         if to.write_all(&buf[..n]).await.is_err() {
             break;
         }
     }
-    // Pass a close on only when the direction is open; a cut link carries no FIN either.
-    let dropped = if up {
-        cut.up.load(Ordering::SeqCst)
-    } else {
-        cut.down.load(Ordering::SeqCst)
-    };
-    if !dropped {
-        let _ = to.shutdown().await;
-    } else {
-        std::future::pending::<()>().await;
-    }
+    // The close too crosses only an open link.
+    cut.open(up).await;
+    let _ = to.shutdown().await;
 }
 
 impl Proxy {
@@ -108,11 +124,13 @@ impl Proxy {
     /// Cut (true) or heal the client-to-server direction.
     pub fn set_up(&self, cut: bool) {
         self.cut.up.store(cut, Ordering::SeqCst);
+        self.cut.healed.notify_waiters();
     }
 
     /// Cut (true) or heal the server-to-client direction.
     pub fn set_down(&self, cut: bool) {
         self.cut.down.store(cut, Ordering::SeqCst);
+        self.cut.healed.notify_waiters();
     }
 }
 
@@ -150,8 +168,18 @@ mod tests {
         Some(buf)
     }
 
+    /// What `c` reads within 300 ms, if anything.
+    async fn read_some(c: &mut TcpStream, len: usize) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        tokio::time::timeout(Duration::from_millis(300), c.read_exact(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        Some(buf)
+    }
+
     #[tokio::test]
-    async fn forwards_blackholes_each_way_and_heals() {
+    async fn forwards_holds_each_way_while_cut_and_delivers_everything_in_order_once_healed() {
         let proxy = Proxy::start(echo_server().await).await.unwrap();
         let mut c = TcpStream::connect(proxy.addr).await.unwrap();
         assert_eq!(
@@ -159,17 +187,24 @@ mod tests {
             Some(&b"hello"[..])
         );
 
-        proxy.set(true, false); // client -> server cut: the request vanishes
-        assert_eq!(roundtrip(&mut c, b"lost1").await, None);
-        proxy.set(false, true); // server -> client cut: the answer vanishes
-        assert_eq!(roundtrip(&mut c, b"lost2").await, None);
+        proxy.set(true, false); // client -> server cut: no answer comes
+        assert_eq!(roundtrip(&mut c, b"held1").await, None);
+        proxy.set(false, true); // server -> client cut: the request passes, its answer is held
+        assert_eq!(roundtrip(&mut c, b"held2").await, None);
         proxy.set(true, true);
         let mut fresh = TcpStream::connect(proxy.addr)
             .await
             .expect("a partitioned proxy still accepts, then holds");
-        assert_eq!(roundtrip(&mut fresh, b"held").await, None);
+        assert_eq!(roundtrip(&mut fresh, b"new").await, None);
 
-        proxy.set(false, false); // healed: bytes flow again on the same connection
+        // Healed: what was sent meanwhile arrives, whole and in order, as TCP retransmits it;
+        // then bytes flow on the same connections.
+        proxy.set(false, false);
+        assert_eq!(
+            read_some(&mut c, 10).await.as_deref(),
+            Some(&b"held1held2"[..])
+        );
+        assert_eq!(read_some(&mut fresh, 3).await.as_deref(), Some(&b"new"[..]));
         assert_eq!(
             roundtrip(&mut c, b"again").await.as_deref(),
             Some(&b"again"[..])
