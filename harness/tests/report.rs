@@ -138,6 +138,7 @@ fn play(scenario: &str, dir: &Path, code: i32) -> (PathBuf, PathBuf) {
 }
 
 #[test]
+#[ignore = "real tier: headless Chromium; ci/test runs it"]
 fn a_shipped_scenarios_report_draws_every_lane_in_chromium_and_shows_an_items_details() {
     let dir = tempfile::tempdir().unwrap();
     let (events_path, report) = play("api-restart", dir.path(), 0);
@@ -215,6 +216,7 @@ fn a_shipped_scenarios_report_draws_every_lane_in_chromium_and_shows_an_items_de
 }
 
 #[test]
+#[ignore = "real tier: headless Chromium; ci/test runs it"]
 fn a_violation_is_at_the_top_of_the_page() {
     let dir = tempfile::tempdir().unwrap();
     let trap = repo().join("harness/tests/fixtures/trap-schedulers.yaml");
@@ -349,6 +351,7 @@ document.getElementById("f").addEventListener("load", function () {
 "##;
 
 #[test]
+#[ignore = "real tier: headless Chromium; ci/test runs it"]
 fn hovering_clicking_and_dragging_work_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let (_, report) = play("api-restart", dir.path(), 0);
