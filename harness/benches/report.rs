@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::{html, live};
 use kubechaos_core::scenario;
-use kubechaos_engine::run::{run, RunOptions};
+use kubechaos_engine::run::{sim, DEFAULT_SEED};
 
 const HOUR: &str = "name: an-hour
 cluster:
@@ -45,7 +45,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     let s = scenario::parse(Path::new("an-hour.yaml"), HOUR.as_bytes()).expect("valid");
-    let outcome = run(&s, &RunOptions::default()).expect("runs");
+    let outcome = sim(&s, DEFAULT_SEED).expect("runs");
     let events = &outcome.events;
     println!(
         "a virtual hour of api-restart's cluster with six outages: {} events",

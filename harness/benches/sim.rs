@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kubechaos_core::scenario;
-use kubechaos_engine::run::{run, RunOptions};
+use kubechaos_engine::run::sim;
 
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -33,14 +33,7 @@ fn main() {
     let mut events = 0;
     for seed in 1..=runs as u64 {
         let started = Instant::now();
-        let outcome = run(
-            &s,
-            &RunOptions {
-                seed,
-                ..RunOptions::default()
-            },
-        )
-        .expect("sim runs");
+        let outcome = sim(&s, seed).expect("sim runs");
         walls.push(started.elapsed());
         virtual_time = outcome.plan.duration;
         events = outcome.events.len();

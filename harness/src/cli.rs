@@ -10,8 +10,8 @@ use crate::exit;
 use kubechaos_core::report::{junit, summary, terminal, Entry};
 use kubechaos_core::scenario::{self, Diagnostic, LoadError};
 use kubechaos_engine::backend::kube::Provider as EngineProvider;
-use kubechaos_engine::backend::{BackendError, BackendKind};
-use kubechaos_engine::run::{self, RunOptions, DEFAULT_SEED};
+use kubechaos_engine::backend::BackendError;
+use kubechaos_engine::run::{self, Playable, DEFAULT_SEED};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -104,7 +104,7 @@ enum Command {
     Recover(RecoverCommand),
 }
 
-/// `--backend`: the engine's [`BackendKind`]s, as the command line names them.
+/// `--backend`: which world.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Backend {
     /// A deterministic simulated cluster.
@@ -118,17 +118,29 @@ enum Backend {
 impl Backend {
     /// As written on the command line.
     fn name(self) -> &'static str {
-        BackendKind::from(self).name()
+        match self {
+            Backend::Sim => "sim",
+            Backend::Local => "local",
+            Backend::Kube => "kube",
+        }
     }
 }
 
-impl From<Backend> for BackendKind {
-    fn from(b: Backend) -> BackendKind {
-        match b {
-            Backend::Sim => BackendKind::Sim,
-            Backend::Local => BackendKind::Local,
-            Backend::Kube => BackendKind::Kube,
-        }
+/// The backend `--backend` names, with its options: the one place the command line's choice
+/// becomes a world.
+fn backend_of(
+    backend: Backend,
+    seed: u64,
+    tick: Duration,
+    keep: bool,
+    kube: kubechaos_engine::backend::kube::KubeTarget,
+) -> Box<dyn Playable> {
+    use kubechaos_engine::backend::sim::{Sim, SimOptions};
+    use kubechaos_engine::backend::{kube::Kube, local::run::Local, local::run::LocalOptions};
+    match backend {
+        Backend::Sim => Box::new(Sim::new(SimOptions { seed, tick })),
+        Backend::Local => Box::new(Local::new(LocalOptions { keep })),
+        Backend::Kube => Box::new(Kube::new(kube)),
     }
 }
 
@@ -654,13 +666,6 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return print_load_error(&e),
     };
-    let opts = RunOptions {
-        backend: args.backend.into(),
-        seed: args.seed,
-        tick: Duration::from_millis(args.tick_ms),
-        keep: args.keep,
-        kube: Default::default(),
-    };
     // Find out now, not after a run of several real minutes, that a report cannot be written.
     let outputs: Vec<&Path> = [&args.events, &args.junit, &args.json, &args.report]
         .into_iter()
@@ -690,11 +695,18 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
             }
         }
     }
-    let opts = match args.target.guarded(args.backend) {
-        Ok(kube) => RunOptions { kube, ..opts },
+    let kube = match args.target.guarded(args.backend) {
+        Ok(kube) => kube,
         Err(code) => return code,
     };
-    let unsupported = kubechaos_engine::backend::check(args.backend.into(), opts.kube.provider, &s);
+    let unsupported = backend_of(
+        args.backend,
+        args.seed,
+        Duration::from_millis(args.tick_ms),
+        args.keep,
+        kube.clone(),
+    )
+    .check(&s);
     if !unsupported.is_empty() {
         return print_unsupported(&s, args.backend.name(), unsupported);
     }
@@ -703,15 +715,14 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
             "kubechaos: scenario {} on {}{}: the plan (nothing is touched)\n",
             s.name,
             args.backend.name(),
-            opts.kube
-                .context
+            kube.context
                 .as_deref()
                 .map(|c| format!(", context {c}"))
                 .unwrap_or_default()
         );
         print!(
             "{}",
-            kubechaos_engine::backend::kube::dry_run(&s, &run::Plan::new(&s), opts.kube.provider)
+            kubechaos_engine::backend::kube::dry_run(&s, &run::Plan::new(&s), kube.provider)
         );
         return exit::HELD;
     }
@@ -735,7 +746,14 @@ fn scenario_cmd(args: &ScenarioArgs) -> i32 {
         scenario::duration::human(s.run_duration())
     );
     let mut live = kubechaos_core::report::live::Terminal::stderr("  ");
-    let outcome = match run::run_with_progress(&s, &opts, &mut live) {
+    let mut backend = backend_of(
+        args.backend,
+        args.seed,
+        Duration::from_millis(args.tick_ms),
+        args.keep,
+        kube,
+    );
+    let outcome = match run::run(&s, backend.as_mut(), &mut live) {
         Ok(o) => o,
         Err(BackendError::Unsupported { backend, problems }) => {
             return print_unsupported(&s, backend, problems)
@@ -1051,7 +1069,7 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return print_load_error(&e),
     };
-    let problems = kubechaos_engine::backend::check(BackendKind::Sim, Default::default(), &s);
+    let problems = Playable::check(&kubechaos_engine::backend::sim::Sim::default(), &s);
     if !problems.is_empty() {
         return print_unsupported(&s, "sim", problems);
     }
@@ -1223,13 +1241,19 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
         Err(code) => return code,
     };
     // Everything is checked before anything runs.
+    let mut backend = backend_of(
+        args.backend,
+        args.seed,
+        Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
+        false,
+        kube,
+    );
     let mut scenarios = Vec::new();
     let mut bad = false;
     for f in &files {
         match scenario::load(f) {
             Ok(s) => {
-                let problems =
-                    kubechaos_engine::backend::check(args.backend.into(), kube.provider, &s);
+                let problems = backend.check(&s);
                 if !problems.is_empty() {
                     print_unsupported(&s, args.backend.name(), problems);
                     bad = true;
@@ -1259,12 +1283,6 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
             return exit::ENVIRONMENT;
         }
     }
-    let opts = RunOptions {
-        backend: args.backend.into(),
-        seed: args.seed,
-        kube,
-        ..RunOptions::default()
-    };
     println!(
         "kubechaos: suite of {} scenario(s) on {}{}",
         scenarios.len(),
@@ -1282,7 +1300,7 @@ fn suite_cmd(args: &SuiteArgs) -> i32 {
     let mut interrupted = false;
     let mut live = kubechaos_core::report::live::Terminal::stderr("    ");
     for s in &scenarios {
-        let result = run::run_with_progress(s, &opts, &mut live);
+        let result = run::run(s, backend.as_mut(), &mut live);
         let in_dir = |dir: &Option<PathBuf>, ext: &str| {
             dir.as_ref()
                 .filter(|_| result.is_ok())
@@ -1454,7 +1472,17 @@ fn validate_cmd(paths: &[PathBuf], backend: Backend, provider: Provider) -> i32 
             print_load_error(&e);
         });
         let loaded = loaded.and_then(|s| {
-            let problems = kubechaos_engine::backend::check(backend.into(), provider.into(), &s);
+            let problems = backend_of(
+                backend,
+                DEFAULT_SEED,
+                Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
+                false,
+                kubechaos_engine::backend::kube::KubeTarget {
+                    provider: provider.into(),
+                    ..Default::default()
+                },
+            )
+            .check(&s);
             if problems.is_empty() {
                 Ok(s)
             } else {

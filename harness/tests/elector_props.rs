@@ -7,7 +7,7 @@ use std::path::Path;
 
 use kubechaos_core::invariants::judge;
 use kubechaos_core::scenario;
-use kubechaos_engine::run::{run, RunOptions};
+use kubechaos_engine::run::sim;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -71,7 +71,7 @@ proptest! {
     ) {
         let yaml = scenario_yaml(&faults);
         let s = scenario::parse(Path::new("prop.yaml"), yaml.as_bytes()).expect("generated scenario is valid");
-        let outcome = run(&s, &RunOptions { seed, ..RunOptions::default() }).expect("sim runs");
+        let outcome = sim(&s, seed).expect("sim runs");
         let verdicts = judge(&s, &outcome.events);
         prop_assert!(verdicts[0].held, "single-leader violated: {}\n{yaml}", verdicts[0].message);
         // Liveness, for correct agents: someone leads again after the last fault.

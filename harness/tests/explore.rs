@@ -156,7 +156,8 @@ fn a_shard_runs_its_part_of_the_cases_and_bad_input_is_exit_2() {
 /// each invariant's verdict at that step.
 #[test]
 fn the_exploration_step_keeps_every_shipped_verdict() {
-    use kubechaos_engine::run::{run, RunOptions};
+    use kubechaos_engine::backend::sim::{Sim, SimOptions};
+    use kubechaos_engine::run::run;
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -173,18 +174,16 @@ fn the_exploration_step_keeps_every_shipped_verdict() {
     for f in files {
         let s = kubechaos_core::scenario::load(&f).unwrap();
         let verdicts = |tick_ms: u64| -> Vec<(String, bool)> {
-            run(
-                &s,
-                &RunOptions {
-                    tick: std::time::Duration::from_millis(tick_ms),
-                    ..RunOptions::default()
-                },
-            )
-            .unwrap()
-            .verdicts
-            .into_iter()
-            .map(|v| (v.label, v.held))
-            .collect()
+            let mut sim = Sim::new(SimOptions {
+                tick: std::time::Duration::from_millis(tick_ms),
+                ..SimOptions::default()
+            });
+            run(&s, &mut sim, &mut |_: &str| {})
+                .unwrap()
+                .verdicts
+                .into_iter()
+                .map(|v| (v.label, v.held))
+                .collect()
         };
         assert_eq!(
             verdicts(kubechaos_engine::explore::TICK_MS),

@@ -17,11 +17,11 @@ use kubechaos_engine::backend::sim::process::Proc;
 use kubechaos_engine::backend::sim::store::Store;
 use kubechaos_engine::backend::sim::{controller_manager, epoch, node, scheduler};
 use kubechaos_engine::clock::{Clock, SimClock};
-use kubechaos_engine::run::{run, RunOptions};
+use kubechaos_engine::run::{sim, DEFAULT_SEED};
 
 fn play(yaml: &str) -> (Vec<Event>, Vec<kubechaos_core::invariants::Verdict>) {
     let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid scenario");
-    let outcome = run(&s, &RunOptions::default()).expect("sim runs");
+    let outcome = sim(&s, DEFAULT_SEED).expect("sim runs");
     let verdicts = judge(&s, &outcome.events);
     (outcome.events, verdicts)
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::scenario::{Action, Invariant, Scenario};
+use crate::scenario::{Invariant, Scenario};
 
 /// What to do at a moment of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,16 +83,113 @@ impl Plan {
     }
 }
 
-/// What undoes an action after its `for:` (validation allows `for:` only where this is Some).
-pub fn undo_of(action: &Action) -> Option<Action> {
-    use crate::scenario::ProcessOp;
-    match action {
-        Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash) => {
-            Some(Action::ApiServer(ProcessOp::Start))
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::scenario::Action;
+
+    fn plan(yaml: &str) -> Plan {
+        let s = crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid");
+        Plan::new(&s)
+    }
+
+    fn at(p: &Plan) -> Vec<(u64, PlannedKind)> {
+        p.actions
+            .iter()
+            .map(|a| (a.at.as_secs(), a.kind.clone()))
+            .collect()
+    }
+
+    const CLUSTER: &str =
+        "name: t\ncluster: {nodes: 1, components: {kube-scheduler: {replicas: 2}}}\n";
+
+    #[test]
+    fn faults_their_undoing_and_probes_in_time_order() {
+        let p = plan(&format!(
+            "{CLUSTER}faults:\n  - {{at: 30s, kill: kube-scheduler/0}}\n  - {{at: 10s, api-server: stop, for: 40s}}\nexpect:\n  - schedulable: {{within: 1m}}\n  - single-leader: {{lease: kube-system/kube-scheduler}}\n"
+        ));
+        use PlannedKind::*;
+        assert_eq!(
+            at(&p),
+            [
+                (10, Fault { step: 1 }),
+                (30, Fault { step: 0 }),
+                (50, Undo { step: 1 }),
+                // The probe at the anchor: the end of the last fault (with its `for`).
+                (50, Probe { invariant: 0 }),
+            ]
+        );
+        // The run lasts until the last deadline plus the margin.
+        assert_eq!(p.duration, Duration::from_secs(50 + 60 + 30));
+    }
+
+    #[test]
+    fn at_equal_times_steps_keep_file_order_and_probing_comes_last() {
+        let p = plan(&format!(
+            "{CLUSTER}faults:\n  - {{at: 20s, id: cut, partition: [kube-scheduler/0, api-server], for: 10s}}\n  - {{at: 30s, kill: kube-scheduler/1}}\n  - {{at: 30s, heal: all}}\nexpect:\n  - unschedulable: {{for: 5s, after: cut}}\n  - schedulable: {{within: 10s}}\n"
+        ));
+        use PlannedKind::*;
+        assert_eq!(
+            at(&p),
+            [
+                (20, Fault { step: 0 }),
+                (20, Probe { invariant: 0 }),
+                // A step's undoing stands where the step stands in the file.
+                (30, Undo { step: 0 }),
+                (30, Fault { step: 1 }),
+                (30, Fault { step: 2 }),
+                (30, Probe { invariant: 1 }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_given_duration_is_the_run_and_only_probing_invariants_plan_anything() {
+        let p = plan(&format!(
+            "{CLUSTER}duration: 5m\nfaults:\n  - {{at: 1s, remove: kube-scheduler, for: 1s}}\nexpect:\n  - leader-reacquired: {{lease: kube-system/kube-scheduler, within: 30s}}\n"
+        ));
+        assert_eq!(p.duration, Duration::from_secs(300));
+        assert_eq!(p.actions.len(), 2, "{:?}", p.actions);
+    }
+
+    #[test]
+    fn for_undoes_stops_crashes_partitions_and_removes_only() {
+        use crate::scenario::{Component, Heal, Partition, ProcessOp, Selector, Target};
+        let sched = Target::Component(Component::KubeScheduler, Selector::All);
+        let cases = [
+            (
+                Action::ApiServer(ProcessOp::Stop),
+                Some(Action::ApiServer(ProcessOp::Start)),
+            ),
+            (
+                Action::ApiServer(ProcessOp::Crash),
+                Some(Action::ApiServer(ProcessOp::Start)),
+            ),
+            (Action::ApiServer(ProcessOp::Restart), None),
+            (
+                Action::Etcd(ProcessOp::Stop),
+                Some(Action::Etcd(ProcessOp::Start)),
+            ),
+            (
+                Action::Partition(Partition {
+                    a: sched.clone(),
+                    b: Target::ApiServer,
+                    oneway: false,
+                }),
+                Some(Action::Heal(Heal)),
+            ),
+            (
+                Action::Remove(sched.clone()),
+                Some(Action::Start(sched.clone())),
+            ),
+            (Action::Kill(sched.clone()), None),
+            (Action::Start(sched), None),
+            (Action::Heal(Heal), None),
+        ];
+        for (action, undo) in cases {
+            assert_eq!(action.undo(), undo, "{action}");
         }
-        Action::Etcd(ProcessOp::Stop | ProcessOp::Crash) => Some(Action::Etcd(ProcessOp::Start)),
-        Action::Partition(_) => Some(Action::Heal(crate::scenario::Heal)),
-        Action::Remove(t) => Some(Action::Start(t.clone())),
-        _ => None,
     }
 }

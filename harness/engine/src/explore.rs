@@ -2,10 +2,11 @@
 //! smallest schedule that still breaks an invariant, written out as an ordinary scenario file.
 //!
 //! A topology is a scenario file whose `cluster:` and `expect:` are kept; its `faults:` are
-//! replaced by generated ones. Schedules are proptest strategies (API-server stops, crashes and
-//! restarts; kills; removals and partitions with `for:` durations; leader-targeted or by
-//! replica), so shrinking comes from proptest's value trees: fewer faults, shorter durations,
-//! earlier times, simpler kinds.
+//! replaced by generated ones. Schedules are proptest strategies of the scenario model's own
+//! actions (API-server stops, crashes and restarts; kills; removals and partitions with `for:`
+//! durations; leader-targeted or by replica), played as model values (no YAML in between), so
+//! shrinking comes from proptest's value trees: fewer faults, shorter durations, earlier times,
+//! simpler kinds. Only a violation's shrunk schedule is written out as text.
 //!
 //! Determinism: case K's schedule is drawn from an RNG seeded with (seed, K) alone, and each
 //! case runs on the sim with the same seed, so a case is the same wherever it runs. `--shard I/N`
@@ -23,9 +24,13 @@ use proptest::prelude::*;
 use proptest::strategy::{BoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-use crate::run::{self, RunOptions};
+use crate::backend::sim::{Sim, SimOptions};
+use crate::run;
 use kubechaos_core::scenario::duration::human;
-use kubechaos_core::scenario::{self, Scenario};
+use kubechaos_core::scenario::validate::process_name;
+use kubechaos_core::scenario::{
+    self, Action, Partition, Pos, ProcessOp, Scenario, Selector, Step, Target,
+};
 
 /// Virtual milliseconds per simulation step while exploring: five times the sim's default,
 /// which keeps the shipped scenarios' and traps' verdicts (checked) and runs about three times
@@ -67,37 +72,46 @@ impl Default for ExploreOptions {
     }
 }
 
-/// One generated fault.
+/// One generated fault: a step of the scenario model without an id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenFault {
     /// Seconds from the start.
     pub at_s: u32,
     /// What it does.
-    pub kind: GenKind,
-    /// Seconds until its undo (for the kinds that have one).
+    pub action: Action,
+    /// Seconds until its undo (used by the actions that have one).
     pub for_s: u32,
 }
 
-/// What a generated fault does; targets index the topology's target pools.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GenKind {
-    /// `api-server: stop` for a while.
-    ApiStop,
-    /// `api-server: crash` for a while.
-    ApiCrash,
-    /// `api-server: restart`.
-    ApiRestart,
-    /// `kill:` a target of the kill pool.
-    Kill(usize),
-    /// `remove:` a target of the kill pool, for a while.
-    Remove(usize),
-    /// `partition:` a single-process target and the API server, for a while.
-    Partition {
-        /// Index in the partition pool.
-        target: usize,
-        /// Only the target's packets to the API server vanish.
-        oneway: bool,
-    },
+impl GenFault {
+    /// As a step of the scenario model.
+    fn step(&self) -> Step {
+        Step {
+            at: Duration::from_secs(self.at_s.into()),
+            id: None,
+            for_: self
+                .action
+                .undo()
+                .map(|_| Duration::from_secs(self.for_s.into())),
+            action: self.action.clone(),
+            pos: Pos::default(),
+            target_pos: Vec::new(),
+        }
+    }
+
+    /// As a step of a scenario file: `{at: 5s, partition: [agent/a/0, api-server], for: 10s}`.
+    fn text(&self) -> String {
+        let step = self.step();
+        match step.for_ {
+            Some(d) => format!(
+                "{{at: {}, {}, for: {}}}",
+                human(step.at),
+                step.action,
+                human(d)
+            ),
+            None => format!("{{at: {}, {}}}", human(step.at), step.action),
+        }
+    }
 }
 
 /// What schedules can name in a topology, and how they are written.
@@ -107,12 +121,14 @@ pub struct Topology {
     pub name: String,
     /// Where it came from.
     pub path: PathBuf,
+    /// The topology as a scenario (its faults and duration dropped).
+    scenario: Scenario,
     /// Its lines minus `name`, `description`, `faults` and `duration`.
     kept: String,
     /// Targets of kill and remove.
-    kill_pool: Vec<String>,
+    kill_pool: Vec<Target>,
     /// Single-process targets of partitions.
-    partition_pool: Vec<String>,
+    partition_pool: Vec<Target>,
     /// Faults start within this many seconds.
     horizon_s: u32,
 }
@@ -160,42 +176,55 @@ impl Topology {
         }
         let mut kill_pool = Vec::new();
         let mut partition_pool = Vec::new();
-        let mut group = |name: String, replicas: u32, indexed: bool, partitions: bool| {
+        let mut group = |target: &dyn Fn(Selector) -> Target,
+                         replicas: u32,
+                         indexed: bool,
+                         partitions: bool| {
             if replicas == 0 {
                 return;
             }
-            kill_pool.push(name.clone());
-            kill_pool.push(format!("{name}/leader"));
+            kill_pool.push(target(Selector::All));
+            kill_pool.push(target(Selector::Leader));
             if partitions {
-                partition_pool.push(format!("{name}/leader"));
+                partition_pool.push(target(Selector::Leader));
             }
             if indexed {
                 for i in 0..replicas {
-                    kill_pool.push(format!("{name}/{i}"));
+                    kill_pool.push(target(Selector::Index(i)));
                     if partitions {
-                        partition_pool.push(format!("{name}/{i}"));
+                        partition_pool.push(target(Selector::Index(i)));
                     }
                 }
             }
         };
         for (c, spec) in &s.cluster.components {
             group(
-                c.name().to_owned(),
+                &|sel| Target::Component(*c, sel),
                 spec.replicas,
                 !s.cluster.self_hosted,
                 !s.cluster.self_hosted,
             );
         }
         for a in &s.cluster.agents {
-            group(format!("agent/{}", a.name), a.replicas, true, true);
+            group(
+                &|sel| Target::Agent(a.name.clone(), sel),
+                a.replicas,
+                true,
+                true,
+            );
         }
         for n in 0..s.cluster.nodes {
-            partition_pool.push(format!("node/node-{n}"));
+            partition_pool.push(Target::Node(process_name("node", n)));
         }
         let horizon = s.duration.unwrap_or(Duration::from_secs(180));
         Ok(Topology {
             name: s.name.clone(),
             path: s.source.path.clone(),
+            scenario: Scenario {
+                faults: Vec::new(),
+                duration: None,
+                ..s.clone()
+            },
             kept,
             kill_pool,
             partition_pool,
@@ -207,62 +236,73 @@ impl Topology {
     pub fn schedules(&self, max_faults: usize) -> BoxedStrategy<Vec<GenFault>> {
         let kills = self.kill_pool.len();
         let parts = self.partition_pool.len();
-        let mut kinds: Vec<BoxedStrategy<GenKind>> = vec![
-            Just(GenKind::ApiStop).boxed(),
-            Just(GenKind::ApiCrash).boxed(),
-            Just(GenKind::ApiRestart).boxed(),
+        let mut kinds: Vec<BoxedStrategy<Action>> = vec![
+            Just(Action::ApiServer(ProcessOp::Stop)).boxed(),
+            Just(Action::ApiServer(ProcessOp::Crash)).boxed(),
+            Just(Action::ApiServer(ProcessOp::Restart)).boxed(),
         ];
         if kills > 0 {
-            kinds.push((0..kills).prop_map(GenKind::Kill).boxed());
-            kinds.push((0..kills).prop_map(GenKind::Remove).boxed());
+            let pool = self.kill_pool.clone();
+            kinds.push(
+                (0..kills)
+                    .prop_map(move |t| Action::Kill(pool[t].clone()))
+                    .boxed(),
+            );
+            let pool = self.kill_pool.clone();
+            kinds.push(
+                (0..kills)
+                    .prop_map(move |t| Action::Remove(pool[t].clone()))
+                    .boxed(),
+            );
         }
         if parts > 0 {
+            let pool = self.partition_pool.clone();
             kinds.push(
                 (0..parts, any::<bool>())
-                    .prop_map(|(target, oneway)| GenKind::Partition { target, oneway })
+                    .prop_map(move |(t, oneway)| {
+                        Action::Partition(Partition {
+                            a: pool[t].clone(),
+                            b: Target::ApiServer,
+                            oneway,
+                        })
+                    })
                     .boxed(),
             );
         }
         let kind = proptest::strategy::Union::new(kinds);
         // Times shrink towards 5s (leaders have settled), durations towards 1s.
-        let fault = (5..self.horizon_s, kind, 1u32..=90).prop_map(|(at_s, kind, for_s)| GenFault {
-            at_s,
-            kind,
-            for_s,
-        });
+        let fault =
+            (5..self.horizon_s, kind, 1u32..=90).prop_map(|(at_s, action, for_s)| GenFault {
+                at_s,
+                action,
+                for_s,
+            });
         proptest::collection::vec(fault, 1..=max_faults.max(1)).boxed()
     }
 
-    /// One fault as a step of a scenario file.
-    fn step(&self, f: &GenFault) -> String {
-        let at = human(Duration::from_secs(f.at_s.into()));
-        let dur = human(Duration::from_secs(f.for_s.into()));
-        match &f.kind {
-            GenKind::ApiStop => format!("{{at: {at}, api-server: stop, for: {dur}}}"),
-            GenKind::ApiCrash => format!("{{at: {at}, api-server: crash, for: {dur}}}"),
-            GenKind::ApiRestart => format!("{{at: {at}, api-server: restart}}"),
-            GenKind::Kill(t) => format!("{{at: {at}, kill: {}}}", self.kill_pool[*t]),
-            GenKind::Remove(t) => {
-                format!("{{at: {at}, remove: {}, for: {dur}}}", self.kill_pool[*t])
-            }
-            GenKind::Partition { target, oneway } => {
-                let t = &self.partition_pool[*target];
-                if *oneway {
-                    format!("{{at: {at}, partition: {{from: {t}, to: api-server}}, for: {dur}}}")
-                } else {
-                    format!("{{at: {at}, partition: [{t}, api-server], for: {dur}}}")
-                }
-            }
-        }
+    /// The schedule's faults in time order, and its name (`TOPOLOGY-HASH`, from their text).
+    fn ordered<'a>(&self, schedule: &'a [GenFault]) -> (Vec<&'a GenFault>, String) {
+        let mut faults: Vec<&GenFault> = schedule.iter().collect();
+        faults.sort_by_key(|f| f.at_s);
+        let steps: Vec<String> = faults.iter().map(|f| f.text()).collect();
+        let name = format!("{}-{:08x}", self.name, fnv(&steps.join("\n")) as u32);
+        (faults, name)
+    }
+
+    /// The scenario of a schedule, as the model: the topology with these faults.
+    pub fn scenario(&self, schedule: &[GenFault]) -> Scenario {
+        let (faults, name) = self.ordered(schedule);
+        let mut s = self.scenario.clone();
+        s.source.path = PathBuf::from(format!("{name}.yaml"));
+        s.name = name;
+        s.faults = faults.iter().map(|f| f.step()).collect();
+        s
     }
 
     /// The scenario file of a schedule (faults in time order), and its name
     /// (`TOPOLOGY-HASH`). `header` goes first, as comments.
     pub fn render(&self, schedule: &[GenFault], header: &str) -> (String, String) {
-        let mut faults: Vec<&GenFault> = schedule.iter().collect();
-        faults.sort_by_key(|f| f.at_s);
-        let steps: Vec<String> = faults.iter().map(|f| self.step(f)).collect();
-        let name = format!("{}-{:08x}", self.name, fnv(&steps.join("\n")) as u32);
+        let (faults, name) = self.ordered(schedule);
         let mut out = String::new();
         for line in header.lines() {
             let _ = writeln!(out, "# {line}");
@@ -275,8 +315,8 @@ impl Topology {
         );
         out.push_str(&self.kept);
         out.push_str("faults:\n");
-        for s in &steps {
-            let _ = writeln!(out, "  - {s}");
+        for f in faults {
+            let _ = writeln!(out, "  - {}", f.text());
         }
         (name, out)
     }
@@ -322,19 +362,20 @@ pub fn play(
     schedule: &[GenFault],
     opts: &ExploreOptions,
 ) -> Result<Option<(String, String)>, String> {
-    let (name, text) = topo.render(schedule, "");
-    let s = scenario::parse(Path::new(&format!("{name}.yaml")), text.as_bytes()).map_err(|e| {
-        format!("a generated schedule is not a valid scenario (a kubechaos bug):\n{e}\n{text}")
-    })?;
-    let o = run::run(
-        &s,
-        &RunOptions {
-            seed: opts.seed,
-            tick: Duration::from_millis(opts.tick_ms),
-            ..RunOptions::default()
-        },
-    )
-    .map_err(|e| format!("the sim could not run a generated schedule: {e}"))?;
+    let s = topo.scenario(schedule);
+    let problems = scenario::validate::validate(&s);
+    if !problems.is_empty() {
+        let (_, text) = topo.render(schedule, "");
+        return Err(format!(
+            "a generated schedule is not a valid scenario (a kubechaos bug): {problems:?}\n{text}"
+        ));
+    }
+    let mut sim = Sim::new(SimOptions {
+        seed: opts.seed,
+        tick: Duration::from_millis(opts.tick_ms),
+    });
+    let o = run::run(&s, &mut sim, &mut |_: &str| {})
+        .map_err(|e| format!("the sim could not run a generated schedule: {e}"))?;
     Ok(o.verdicts
         .into_iter()
         .find(|v| !v.held)
@@ -572,6 +613,17 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}\n{text}"));
             assert_eq!(s.faults.len(), schedule.len());
             assert_eq!(s.cluster.agents.len(), 1);
+            // What is played (the model) is what the file says.
+            let played = t.scenario(&schedule);
+            assert_eq!(played.name, name);
+            let steps = |s: &Scenario| -> Vec<_> {
+                s.faults
+                    .iter()
+                    .map(|f| (f.at, f.for_, f.action.clone()))
+                    .collect()
+            };
+            assert_eq!(steps(&played), steps(&s), "{text}");
+            assert_eq!(played.run_duration(), s.run_duration());
         }
     }
 

@@ -94,6 +94,7 @@ enum Outcome {
 struct Reach(std::sync::Mutex<Option<bool>>);
 
 /// The observer/actuator.
+#[derive(Clone)]
 pub struct Observer {
     /// Where events go.
     pub recorder: Recorder,
@@ -115,6 +116,23 @@ pub struct Observer {
 }
 
 impl Observer {
+    /// The observer of a run of `s`: its leases and Deployments, renew times relative to `epoch`,
+    /// watches as real API servers serve them (60 s), holder identities as they are.
+    pub fn of(
+        s: &kubechaos_core::scenario::Scenario,
+        recorder: Recorder,
+        epoch: k8s_openapi::jiff::Timestamp,
+    ) -> Observer {
+        Observer {
+            recorder,
+            epoch,
+            deployments: s.deployments(),
+            leases: s.leases().keys().map(|l| l.to_string()).collect(),
+            watch_timeout: 60,
+            holder_names: BTreeMap::new(),
+        }
+    }
+
     /// Run until the world ends (the sim's end, or the task is aborted).
     pub async fn run(self, client: kube::Client, commands: mpsc::UnboundedReceiver<Command>) {
         let reach = Reach::default();

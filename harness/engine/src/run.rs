@@ -1,80 +1,243 @@
 //! One run, end to end: scenario -> plan -> backend -> events -> invariants.
+//!
+//! The run skeleton is written once, here: [`play`] records the run's start, lets the backend
+//! bring up its world (with the observer following it), carries the plan out through the shared
+//! [`Driver`] at the world's time, records the end, and lets the backend stop and restore what it
+//! touched. A [`Backend`] supplies only what differs: a recorder on its time, its [`World`] (the
+//! primitive operations, and the clock: virtual steps or real ticks), what it can do, and its end.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::backend::{self, BackendError, BackendKind};
+use crate::backend::driver::{Driver, World};
+use crate::backend::BackendError;
+use kubechaos_core::events::{fmt_ms, Event, EventKind, Recorder};
 pub use kubechaos_core::outcome::Outcome;
 pub use kubechaos_core::plan::Plan;
-use kubechaos_core::scenario::Scenario;
-
-/// How to run.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    /// Which world.
-    pub backend: BackendKind,
-    /// Seed (sim).
-    pub seed: u64,
-    /// Virtual time per simulation step (sim).
-    pub tick: Duration,
-    /// Keep the run directory (local).
-    pub keep: bool,
-    /// Which existing cluster (kube).
-    pub kube: backend::kube::KubeTarget,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            backend: BackendKind::Sim,
-            seed: DEFAULT_SEED,
-            tick: backend::sim::SimOptions::default().tick,
-            keep: false,
-            kube: Default::default(),
-        }
-    }
-}
+use kubechaos_core::plan::PlannedKind;
+use kubechaos_core::report::live::{Progress, Status};
+use kubechaos_core::scenario::{Pos, Scenario};
 
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 1;
 
-/// Play a validated scenario.
-pub fn run(s: &Scenario, opts: &RunOptions) -> Result<Outcome, BackendError> {
-    run_with_progress(s, opts, &mut |_: &str| {})
+/// A world that is ready: time zero of the run is now.
+pub struct Ready<W> {
+    /// The world.
+    pub world: W,
+    /// The processes the driver supervises, all running.
+    pub processes: Vec<String>,
 }
 
-/// Play a validated scenario, telling `progress` what a real-time backend is doing.
-pub fn run_with_progress(
+/// What a backend supplies to the run skeleton.
+pub trait Backend {
+    /// Its world.
+    type World: World;
+    /// As `--backend` and the `run-started` event name it.
+    fn name(&self) -> &'static str;
+    /// The seed recorded in `run-started` (0 where nothing is seeded).
+    fn seed(&self) -> u64 {
+        0
+    }
+    /// What this backend cannot do with a scenario, with where the scenario asks for it; checked
+    /// before anything runs.
+    fn check(&self, s: &Scenario) -> Vec<(Pos, String)>;
+    /// A recorder that stamps events with the run's time (zero until the world is ready).
+    fn recorder(&mut self) -> Recorder;
+    /// Bring up (or reach) the world, with the observer following it. The run's time zero is
+    /// when this returns.
+    fn start(
+        &mut self,
+        s: &Scenario,
+        plan: &Plan,
+        recorder: &Recorder,
+        progress: &mut dyn Progress,
+    ) -> Result<Ready<Self::World>, BackendError>;
+    /// Once the timeline has ended (at `end`, run time): stop what was started, restore what was
+    /// changed, and say so. Returns what was stopped and restored, for an interrupted run's
+    /// message.
+    fn finish(
+        &mut self,
+        world: Self::World,
+        end: std::time::Duration,
+        progress: &mut dyn Progress,
+    ) -> Result<String, BackendError>;
+}
+
+/// Any backend, as a value chosen at run time (the command line's `--backend`).
+pub trait Playable {
+    /// As `--backend` names it.
+    fn name(&self) -> &'static str;
+    /// What it cannot do with a scenario.
+    fn check(&self, s: &Scenario) -> Vec<(Pos, String)>;
+    /// Play a plan; the recorded timeline.
+    fn play(
+        &mut self,
+        s: &Scenario,
+        plan: &Plan,
+        progress: &mut dyn Progress,
+    ) -> Result<Vec<Event>, BackendError>;
+}
+
+impl<B: Backend> Playable for B {
+    fn name(&self) -> &'static str {
+        Backend::name(self)
+    }
+
+    fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
+        Backend::check(self, s)
+    }
+
+    fn play(
+        &mut self,
+        s: &Scenario,
+        plan: &Plan,
+        progress: &mut dyn Progress,
+    ) -> Result<Vec<Event>, BackendError> {
+        play(self, s, plan, progress)
+    }
+}
+
+/// Play a validated scenario on a backend and judge it.
+pub fn run(
     s: &Scenario,
-    opts: &RunOptions,
-    progress: &mut dyn kubechaos_core::report::live::Progress,
+    backend: &mut dyn Playable,
+    progress: &mut dyn Progress,
 ) -> Result<Outcome, BackendError> {
-    let problems = backend::check(opts.backend, opts.kube.provider, s);
+    let problems = backend.check(s);
     if !problems.is_empty() {
         return Err(BackendError::Unsupported {
-            backend: opts.backend.name(),
+            backend: backend.name(),
             problems,
         });
     }
     let plan = Plan::new(s);
     let started = Instant::now();
-    let events = match opts.backend {
-        BackendKind::Sim => backend::sim::run(
-            s,
-            &plan,
-            &backend::sim::SimOptions {
-                seed: opts.seed,
-                tick: opts.tick,
-            },
-        )?,
-        BackendKind::Local => backend::local::run::run(
-            s,
-            &plan,
-            &backend::local::run::LocalOptions { keep: opts.keep },
-            progress,
-        )?,
-        BackendKind::Kube => backend::kube::run(s, &plan, &opts.kube, progress)?,
-    };
+    let events = backend.play(s, &plan, progress)?;
     Ok(Outcome::judge(s, plan, events, started.elapsed()))
+}
+
+/// Play a validated scenario on the simulated cluster with `seed` (the default step), quietly.
+pub fn sim(s: &Scenario, seed: u64) -> Result<Outcome, BackendError> {
+    let mut sim = crate::backend::sim::Sim::new(crate::backend::sim::SimOptions {
+        seed,
+        ..Default::default()
+    });
+    run(s, &mut sim, &mut |_: &str| {})
+}
+
+/// The run skeleton: start, play the plan at the world's time, end. Returns the recorded
+/// timeline; an interrupted run's timeline comes with [`BackendError::Interrupted`].
+pub fn play<B: Backend>(
+    backend: &mut B,
+    s: &Scenario,
+    plan: &Plan,
+    progress: &mut dyn Progress,
+) -> Result<Vec<Event>, BackendError> {
+    let recorder = backend.recorder();
+    recorder.record_at(
+        0,
+        EventKind::RunStarted {
+            scenario: s.name.clone(),
+            backend: backend.name().into(),
+            seed: backend.seed(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            duration_ms: plan.duration.as_millis() as u64,
+        },
+    );
+    let Ready { world, processes } = backend.start(s, plan, &recorder, progress)?;
+    let mut driver = Driver::new(world, recorder.clone(), processes);
+    let ended = drive(&mut driver, s, plan, progress);
+    let mut world = driver.into_world();
+    let end = match ended {
+        Ok(end) => end,
+        Err(e) => {
+            let now = world.now();
+            let _ = backend.finish(world, now, progress);
+            return Err(e);
+        }
+    };
+    let end_ms = end.as_millis() as u64;
+    let interrupted = world.interrupted();
+    if interrupted {
+        recorder.record_at(end_ms, EventKind::RunInterrupted {});
+    }
+    recorder.record_at(end_ms, EventKind::RunEnded {});
+    let restored = backend.finish(world, end, progress)?;
+    if interrupted {
+        return Err(BackendError::Interrupted {
+            message: format!("interrupted at t={}; {restored}", fmt_ms(end_ms)),
+            events: recorder.snapshot(),
+        });
+    }
+    Ok(recorder.snapshot())
+}
+
+/// How often a real-time world tells the live view where the run is.
+pub const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The driver loop: apply each planned action when due, supervise, and let time pass until the
+/// plan's end or an interruption; in real time, say each step and tell the live view where the
+/// run is. Returns the time it ended.
+fn drive<W: World>(
+    driver: &mut Driver<W>,
+    s: &Scenario,
+    plan: &Plan,
+    progress: &mut dyn Progress,
+) -> Result<std::time::Duration, BackendError> {
+    let real_time = driver.world.real_time();
+    let mut next = 0;
+    let mut next_status = std::time::Duration::ZERO;
+    if real_time {
+        let total = fmt_ms(plan.duration.as_millis() as u64);
+        progress.say(&format!("t=0.0s: running for {total}"));
+    }
+    let ended = loop {
+        let now = driver.world.now();
+        while next < plan.actions.len() && plan.actions[next].at <= now {
+            let kind = &plan.actions[next].kind;
+            driver.apply(s, kind, now);
+            if real_time {
+                progress.say(&say_step(s, kind, now));
+            }
+            next += 1;
+        }
+        driver.supervise(now);
+        if now >= plan.duration || driver.world.interrupted() {
+            break now;
+        }
+        if real_time && now >= next_status {
+            let events = driver.recorder().snapshot();
+            progress.status(Some(&Status {
+                now,
+                scenario: s,
+                plan,
+                applied: next,
+                events: &events,
+            }));
+            next_status = now + STATUS_EVERY;
+        }
+        driver.world.advance()?;
+    };
+    if real_time {
+        progress.status(None);
+    }
+    Ok(ended)
+}
+
+/// A planned action as the live view says it.
+fn say_step(s: &Scenario, kind: &PlannedKind, now: std::time::Duration) -> String {
+    let t = fmt_ms(now.as_millis() as u64);
+    match kind {
+        PlannedKind::Fault { step } => format!("t={t}: {}", s.faults[*step].action),
+        PlannedKind::Undo { step } => format!(
+            "t={t}: undoing `{}` after its `for`",
+            s.faults[*step].action
+        ),
+        PlannedKind::Probe { invariant } => format!(
+            "t={t}: probe pod for `{}`",
+            s.expect[*invariant].value.label()
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -92,7 +255,7 @@ mod tests {
     fn the_elector_logs_acquiring_and_losing_its_lease() {
         let yaml = "name: t\ncluster: {nodes: 0, agents: [{name: agent, replicas: 1, lease: default/agent-lock}]}\nfaults:\n  - {at: 10s, api-server: stop, for: 30s}\n";
         let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid");
-        run(&s, &RunOptions::default()).expect("runs");
+        sim(&s, DEFAULT_SEED).expect("runs");
         assert!(logs_contain(
             "successfully acquired lease lease=default/agent-lock identity=agent-0_1"
         ));

@@ -456,10 +456,55 @@ impl Action {
 
     /// Carried out through the API alone (on every cluster), not on the machines.
     pub fn is_api_level(&self) -> bool {
-        matches!(
-            self,
-            Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_)
-        )
+        match self {
+            Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) => true,
+            Action::ApiServer(_)
+            | Action::Etcd(_)
+            | Action::Partition(_)
+            | Action::Heal(_)
+            | Action::Kill(_)
+            | Action::Remove(_)
+            | Action::Start(_) => false,
+        }
+    }
+
+    /// The node an API-level step puts a pod on (`recover`, `bind`).
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Action::Recover(r) => Some(&r.node),
+            Action::Bind(b) => Some(&b.node),
+            Action::ApiServer(_)
+            | Action::Etcd(_)
+            | Action::Partition(_)
+            | Action::Heal(_)
+            | Action::Kill(_)
+            | Action::Remove(_)
+            | Action::Start(_)
+            | Action::DeletePods(_) => None,
+        }
+    }
+
+    /// What undoes the action after its `for:` (stop or crash -> start, partition -> heal,
+    /// remove -> start); `None` where `for:` is refused.
+    pub fn undo(&self) -> Option<Action> {
+        match self {
+            Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash) => {
+                Some(Action::ApiServer(ProcessOp::Start))
+            }
+            Action::Etcd(ProcessOp::Stop | ProcessOp::Crash) => {
+                Some(Action::Etcd(ProcessOp::Start))
+            }
+            Action::Partition(_) => Some(Action::Heal(Heal)),
+            Action::Remove(t) => Some(Action::Start(t.clone())),
+            Action::ApiServer(ProcessOp::Start | ProcessOp::Restart)
+            | Action::Etcd(ProcessOp::Start | ProcessOp::Restart)
+            | Action::Heal(_)
+            | Action::Kill(_)
+            | Action::Start(_)
+            | Action::DeletePods(_)
+            | Action::Recover(_)
+            | Action::Bind(_) => None,
+        }
     }
 
     /// The targets the action names.
@@ -467,7 +512,12 @@ impl Action {
         match self {
             Action::Partition(p) => vec![&p.a, &p.b],
             Action::Kill(t) | Action::Remove(t) | Action::Start(t) => vec![t],
-            _ => Vec::new(),
+            Action::ApiServer(_)
+            | Action::Etcd(_)
+            | Action::Heal(_)
+            | Action::DeletePods(_)
+            | Action::Recover(_)
+            | Action::Bind(_) => Vec::new(),
         }
     }
 }

@@ -146,7 +146,7 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 ));
             }
         }
-        if step.for_.is_some() && !undoable(&step.action) {
+        if step.for_.is_some() && step.action.undo().is_none() {
             problems.push((step.pos, format!(
                 "`for` cannot undo `{}`; expected `for` only on api-server/etcd stop or crash, partition and remove",
                 step.action
@@ -214,17 +214,6 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
     problems
 }
 
-/// Whether `for:` can undo this action.
-pub fn undoable(action: &Action) -> bool {
-    matches!(
-        action,
-        Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash)
-            | Action::Etcd(ProcessOp::Stop | ProcessOp::Crash)
-            | Action::Partition(_)
-            | Action::Remove(_)
-    )
-}
-
 fn check_target(s: &Scenario, target: &Target) -> Option<String> {
     match target {
         Target::ApiServer | Target::Etcd | Target::Node(_) => None,
@@ -288,3 +277,81 @@ pub const RESERVED_GROUPS: &[&str] = &[
     "etcd",
     "kubechaos",
 ];
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    fn problems(rest: &str) -> Vec<String> {
+        let yaml = format!(
+            "name: t\ncluster:\n  nodes: 1\n  components: {{kube-scheduler: {{replicas: 2}}}}\n  agents: [{{name: a, replicas: 1, lease: default/a}}]\n{rest}"
+        );
+        match crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.to_string().lines().map(str::to_owned).collect(),
+        }
+    }
+
+    #[test]
+    fn a_valid_scenario_has_no_problem() {
+        assert_eq!(
+            problems("faults:\n  - {at: 10s, id: cut, partition: [agent/a/leader, api-server], for: 30s}\nexpect:\n  - leader-reacquired: {lease: default/a, within: 1m, after: cut}\n  - single-leader: {lease: kube-system/kube-scheduler}\n"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn for_only_where_the_step_can_be_undone() {
+        let p = problems("faults:\n  - {at: 10s, kill: kube-scheduler/0, for: 5s}\n  - {at: 20s, api-server: restart, for: 5s}\n");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].starts_with("t.yaml:7:5: `for` cannot undo `kill: kube-scheduler/0`; expected `for` only on api-server/etcd stop or crash, partition and remove"), "{p:?}");
+        assert!(
+            p[1].starts_with("t.yaml:8:5: `for` cannot undo `api-server: restart`"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn targets_name_what_the_cluster_runs() {
+        let p = problems("faults:\n  - {at: 1s, kill: kube-scheduler/2}\n  - {at: 2s, kill: agent/b}\n  - {at: 3s, remove: kube-controller-manager}\n  - {at: 4s, partition: [etcd, etcd]}\n");
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(
+            p[0].contains(
+                ":7:20: target `kube-scheduler/2`: replica 2 does not exist; expected 0 to 1"
+            ),
+            "{p:?}"
+        );
+        assert!(
+            p[1].contains(":8:20: target `agent/b`: no agent group `b`"),
+            "{p:?}"
+        );
+        assert!(
+            p[2].contains(
+                "target `kube-controller-manager`: the cluster runs no kube-controller-manager"
+            ),
+            "{p:?}"
+        );
+        assert!(
+            p[3].contains(
+                "`partition` cuts `etcd` off from itself; expected two different targets"
+            ),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn invariants_judge_held_leases_and_anchor_to_existing_steps() {
+        let p = problems("expect:\n  - leader-reacquired: {lease: default/b, within: 1m}\n  - schedulable: {within: 1m, after: nowhere}\n");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains(":7:5: `leader-reacquired` judges lease `default/b`, which no component or agent holds"), "{p:?}");
+        assert!(
+            p[1].contains(":8:5: `after: nowhere` names no step"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn process_names_are_group_and_replica() {
+        assert_eq!(super::process_name("kube-scheduler", 1), "kube-scheduler-1");
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::fake_node::ContainerOp;
 use crate::observer::Command;
 use kubechaos_core::events::{EventKind, Recorder};
-use kubechaos_core::plan::{undo_of, PlannedKind};
+use kubechaos_core::plan::PlannedKind;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{
     Action, Component, LeaseRef, ProcessOp, Scenario, Selector, Target,
@@ -30,8 +30,21 @@ pub enum Exit {
     Unrecorded(String),
 }
 
-/// The primitive operations of a world (the turmoil simulation, processes on this machine, …).
+/// The primitive operations of a world (the turmoil simulation, processes on this machine, …),
+/// and its time.
 pub trait World {
+    /// Time since the run's time zero: the simulation's (virtual) or the wall clock's.
+    fn now(&mut self) -> Duration;
+    /// Let time pass until the driver looks again: one simulation step, or a real-time tick.
+    fn advance(&mut self) -> Result<(), super::BackendError>;
+    /// Whether time is real, with a person watching it pass: only then is the live view told
+    /// what the run does and where it is.
+    fn real_time(&self) -> bool;
+    /// Whether the run must end before its planned end (Ctrl-C, SIGTERM, or a failure underneath
+    /// that makes the rest meaningless).
+    fn interrupted(&self) -> bool {
+        false
+    }
     /// Stop a process: `graceful` (SIGTERM) or not (SIGKILL). `hold`: it stays down until
     /// `start`; otherwise the driver's supervisor starts it after the back-off. A world with a
     /// kubelet of its own (an existing cluster) uses `hold` to keep kubelet from restarting it.
@@ -119,6 +132,11 @@ impl<W: World> Driver<W> {
     /// The run's recorder.
     pub fn recorder(&self) -> &Recorder {
         &self.recorder
+    }
+
+    /// The world, once the run is over.
+    pub fn into_world(self) -> W {
+        self.world
     }
 
     /// Restart what exited or was killed, once its back-off has passed.
@@ -247,9 +265,7 @@ impl<W: World> Driver<W> {
             PlannedKind::Undo { step } => {
                 let f = &s.faults[*step];
                 let detail = self.undo(s, *step, &f.action, now);
-                let undo = undo_of(&f.action)
-                    .map(|a| a.to_string())
-                    .unwrap_or_default();
+                let undo = f.action.undo().map(|a| a.to_string()).unwrap_or_default();
                 self.recorder.record(EventKind::FaultApplied {
                     step: *step,
                     id: f.id.clone(),
@@ -449,12 +465,339 @@ impl<W: World> Driver<W> {
                 let names = self.resolved.get(&step).cloned().unwrap_or_default();
                 names.into_iter().filter(|n| self.start(n, now)).collect()
             }
-            _ => Vec::new(),
+            // Validation refuses `for:` on these (`Action::undo` is None).
+            Action::Heal(_)
+            | Action::Kill(_)
+            | Action::Start(_)
+            | Action::DeletePods(_)
+            | Action::Recover(_)
+            | Action::Bind(_) => Vec::new(),
         };
         if touched.is_empty() {
             "nothing left to undo".into()
         } else {
             touched.join(", ")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use kubechaos_core::events::Event;
+    use kubechaos_core::plan::Plan;
+
+    /// A world that does nothing but write down what the driver asked of it.
+    #[derive(Default)]
+    struct Fake {
+        calls: Vec<String>,
+        /// Processes that end by themselves at the next `exited`.
+        exiting: BTreeSet<String>,
+        /// The holder of every Lease.
+        holder: Option<String>,
+    }
+
+    impl World for Fake {
+        fn now(&mut self) -> Duration {
+            Duration::ZERO
+        }
+        fn advance(&mut self) -> Result<(), crate::backend::BackendError> {
+            Ok(())
+        }
+        fn real_time(&self) -> bool {
+            false
+        }
+        fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+            self.calls
+                .push(format!("stop {name} graceful={graceful} hold={hold}"));
+        }
+        fn start(&mut self, name: &str) {
+            self.calls.push(format!("start {name}"));
+        }
+        fn exited(&mut self, name: &str) -> Option<Exit> {
+            self.exiting
+                .remove(name)
+                .then(|| Exit::Unrecorded("exit status 1".into()))
+        }
+        fn cut(&mut self, from: &str, to: &str) {
+            self.calls.push(format!("cut {from}->{to}"));
+        }
+        fn mend(&mut self, from: &str, to: &str) {
+            self.calls.push(format!("mend {from}->{to}"));
+        }
+        fn lease_holder(&mut self, _: &LeaseRef) -> Option<String> {
+            self.holder.clone()
+        }
+        fn command(&mut self, c: Command) {
+            self.calls.push(format!("command {c:?}"));
+        }
+        fn containers(&mut self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+            self.calls.push(format!("containers {c} {only:?} {op:?}"));
+            vec![format!("{c}-pod")]
+        }
+    }
+
+    fn scenario(faults: &str) -> Scenario {
+        let yaml = format!(
+            "name: t\ncluster:\n  nodes: 2\n  components: {{kube-scheduler: {{replicas: 2}}}}\n  agents: [{{name: a, replicas: 2, lease: default/a}}]\nfaults:\n{faults}"
+        );
+        kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid")
+    }
+
+    fn driver(world: Fake) -> Driver<Fake> {
+        let names = [
+            "etcd",
+            "api-server",
+            "node-0",
+            "node-1",
+            "kube-scheduler-0",
+            "kube-scheduler-1",
+            "a-0",
+            "a-1",
+        ];
+        Driver::new(
+            world,
+            Recorder::new(|| 0),
+            names.iter().map(|n| n.to_string()),
+        )
+    }
+
+    /// A plan being played, a second at a time.
+    struct Player {
+        plan: Plan,
+        next: usize,
+        now: Duration,
+    }
+
+    impl Player {
+        fn new(s: &Scenario) -> Player {
+            Player {
+                plan: Plan::new(s),
+                next: 0,
+                now: Duration::ZERO,
+            }
+        }
+
+        /// Apply every planned action at its time and supervise, each second until `until`.
+        fn until(&mut self, d: &mut Driver<Fake>, s: &Scenario, until: Duration) {
+            while self.now <= until {
+                while self.next < self.plan.actions.len()
+                    && self.plan.actions[self.next].at <= self.now
+                {
+                    d.apply(s, &self.plan.actions[self.next].kind, self.now);
+                    self.next += 1;
+                }
+                d.supervise(self.now);
+                self.now += Duration::from_secs(1);
+            }
+        }
+    }
+
+    /// Play `s` from the start until `until`.
+    fn play(d: &mut Driver<Fake>, s: &Scenario, until: Duration) -> Player {
+        let mut p = Player::new(s);
+        p.until(d, s, until);
+        p
+    }
+
+    fn faults(events: &[Event]) -> Vec<(String, String)> {
+        events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::FaultApplied { action, detail, .. } => {
+                    Some((action.clone(), detail.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_kubelet_back_off_doubles_to_five_minutes_and_resets_after_ten() {
+        let secs: Vec<u64> = (0..8).map(|r| backoff(r).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(BACKOFF_RESET, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_killed_process_is_restarted_after_its_back_off_and_a_crash_loop_backs_off_further() {
+        let s = scenario("  - {at: 1s, kill: kube-scheduler/1}\n");
+        let mut d = driver(Fake::default());
+        play(&mut d, &s, Duration::from_secs(10));
+        assert_eq!(
+            d.world.calls,
+            ["stop kube-scheduler-1 graceful=false hold=false"],
+            "not restarted before 10s of back-off"
+        );
+        d.supervise(Duration::from_secs(11));
+        assert_eq!(d.world.calls.last().unwrap(), "start kube-scheduler-1");
+        // It exits by itself at once: the next back-off is 20s.
+        d.world.exiting.insert("kube-scheduler-1".into());
+        d.supervise(Duration::from_secs(12));
+        d.supervise(Duration::from_secs(31));
+        assert_eq!(d.world.calls.len(), 2, "{:?}", d.world.calls);
+        d.supervise(Duration::from_secs(32));
+        assert_eq!(d.world.calls.last().unwrap(), "start kube-scheduler-1");
+        let exits: Vec<String> = d
+            .recorder()
+            .snapshot()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::ProcessExited { process, reason } => {
+                    Some(format!("{process}: {reason}"))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            exits,
+            [
+                "kube-scheduler-1: killed",
+                "kube-scheduler-1: exit status 1"
+            ]
+        );
+    }
+
+    #[test]
+    fn remove_holds_a_process_down_until_its_for_starts_exactly_what_it_removed() {
+        let s = scenario("  - {at: 1s, remove: kube-scheduler/leader, for: 30s}\n");
+        let world = Fake {
+            holder: Some("kube-scheduler-0".into()),
+            ..Fake::default()
+        };
+        let mut d = driver(world);
+        let mut p = play(&mut d, &s, Duration::from_secs(20));
+        assert_eq!(
+            d.world.calls,
+            ["stop kube-scheduler-0 graceful=false hold=true"],
+            "held down: no restart after the back-off"
+        );
+        // The leader changed meanwhile; `for:` still undoes what the step resolved to.
+        d.world.holder = Some("kube-scheduler-1".into());
+        p.until(&mut d, &s, Duration::from_secs(40));
+        assert_eq!(
+            d.world.calls,
+            [
+                "stop kube-scheduler-0 graceful=false hold=true",
+                "start kube-scheduler-0"
+            ]
+        );
+        let f = faults(&d.recorder().snapshot());
+        assert_eq!(f[0].1, "kube-scheduler-0");
+        assert_eq!(
+            f[1].0,
+            "start: kube-scheduler/leader (undoing `remove: kube-scheduler/leader` after its `for`)"
+        );
+        assert_eq!(f[1].1, "kube-scheduler-0");
+    }
+
+    #[test]
+    fn a_leader_target_without_a_leader_touches_nothing_and_says_so() {
+        let s = scenario("  - {at: 1s, kill: agent/a/leader}\n");
+        let mut d = driver(Fake::default());
+        play(&mut d, &s, Duration::from_secs(5));
+        assert!(d.world.calls.is_empty(), "{:?}", d.world.calls);
+        let f = faults(&d.recorder().snapshot());
+        assert_eq!(
+            f[0].1,
+            "no process matched `agent/a/leader` (no leader at the time)"
+        );
+    }
+
+    #[test]
+    fn api_server_stop_is_graceful_crash_is_not_and_for_starts_it_again() {
+        let s = scenario(
+            "  - {at: 1s, api-server: stop, for: 5s}\n  - {at: 10s, etcd: crash, for: 5s}\n",
+        );
+        let mut d = driver(Fake::default());
+        play(&mut d, &s, Duration::from_secs(20));
+        assert_eq!(
+            d.world.calls,
+            [
+                "stop api-server graceful=true hold=true",
+                "start api-server",
+                "stop etcd graceful=false hold=true",
+                "start etcd"
+            ]
+        );
+    }
+
+    #[test]
+    fn partitions_cut_each_direction_and_heal_mends_only_what_no_other_step_still_cuts() {
+        let s = scenario(
+            "  - {at: 1s, partition: [agent/a/0, api-server], for: 10s}\n  - {at: 2s, partition: {from: agent/a/0, to: api-server}}\n  - {at: 20s, heal: all}\n",
+        );
+        let mut d = driver(Fake::default());
+        let mut p = play(&mut d, &s, Duration::from_secs(5));
+        assert_eq!(
+            d.world.calls,
+            [
+                "cut a-0->api-server",
+                "cut api-server->a-0",
+                "cut a-0->api-server"
+            ]
+        );
+        // The first step's `for` ends: the one-way cut of the second step stays.
+        p.until(&mut d, &s, Duration::from_secs(11));
+        assert_eq!(d.world.calls[3..], ["mend api-server->a-0"]);
+        p.until(&mut d, &s, Duration::from_secs(20));
+        assert_eq!(d.world.calls[4..], ["mend a-0->api-server"]);
+        let f = faults(&d.recorder().snapshot());
+        assert_eq!(f[0].1, "a-0 <-> api-server");
+        assert_eq!(f[1].1, "a-0 -> api-server");
+        assert_eq!(f[2].1, "api-server -> a-0");
+        assert_eq!(f[3].1, "a-0 -> api-server");
+    }
+
+    #[test]
+    fn api_level_steps_and_probes_go_to_the_observer() {
+        let s = scenario(
+            "  - {at: 1s, delete-pods: {namespace: kube-system, selector: component=kube-scheduler}}\n  - {at: 2s, bind: {pod: default/p, node: node-1}}\n",
+        );
+        let mut d = driver(Fake::default());
+        play(&mut d, &s, Duration::from_secs(3));
+        d.apply(
+            &s,
+            &PlannedKind::Probe { invariant: 0 },
+            Duration::from_secs(3),
+        );
+        assert_eq!(d.world.calls.len(), 3);
+        assert!(
+            d.world.calls[0].starts_with("command DeletePods"),
+            "{:?}",
+            d.world.calls
+        );
+        assert!(
+            d.world.calls[1].starts_with("command Bind"),
+            "{:?}",
+            d.world.calls
+        );
+        assert!(
+            d.world.calls[2].starts_with("command Probe"),
+            "{:?}",
+            d.world.calls
+        );
+    }
+
+    #[test]
+    fn self_hosted_components_are_their_pods_containers() {
+        let yaml = "name: t\ncluster:\n  nodes: 2\n  self-hosted: true\n  components: {kube-scheduler: {replicas: 2}}\nfaults:\n  - {at: 1s, remove: kube-scheduler, for: 5s}\n  - {at: 10s, kill: kube-scheduler/leader}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let world = Fake {
+            holder: Some("kube-scheduler-abc".into()),
+            ..Fake::default()
+        };
+        let mut d = driver(world);
+        play(&mut d, &s, Duration::from_secs(12));
+        assert_eq!(
+            d.world.calls,
+            [
+                "containers kube-scheduler None Remove",
+                "containers kube-scheduler None Start",
+                "containers kube-scheduler Some(\"kube-scheduler-abc\") Kill"
+            ]
+        );
     }
 }

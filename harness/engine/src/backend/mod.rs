@@ -17,28 +17,6 @@ pub mod sim;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{Action, Invariant, Pos, Scenario, Target};
 
-/// Which world to run in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendKind {
-    /// A deterministic simulated cluster.
-    Sim,
-    /// A real control plane started on this machine from upstream binaries.
-    Local,
-    /// An existing cluster from a kubeconfig context.
-    Kube,
-}
-
-impl BackendKind {
-    /// As written on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Sim => "sim",
-            BackendKind::Local => "local",
-            BackendKind::Kube => "kube",
-        }
-    }
-}
-
 /// Why a backend could not run a scenario.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -65,24 +43,10 @@ pub enum BackendError {
     },
 }
 
-/// What a backend can do with a scenario, checked before anything runs (`provider`: how the kube
-/// backend reaches the machines, as far as it is known before the cluster is read).
-pub fn check(kind: BackendKind, provider: kube::Provider, s: &Scenario) -> Vec<(Pos, String)> {
-    match kind {
-        BackendKind::Sim => {
-            let mut problems = built_cluster_check(s, "sim");
-            problems.extend(sim::check(s));
-            problems
-        }
-        BackendKind::Local => built_cluster_check(s, "local"),
-        BackendKind::Kube => kube::check(s, provider),
-    }
-}
-
 /// What the backends that build their own cluster (sim, local) cannot do with a scenario:
 /// nodes, Deployments and workloads that their cluster does not have, and faults on
 /// self-hosted components that are pods rather than processes.
-fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
+pub(crate) fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
     let mut problems = Vec::new();
     let nodes = match s.cluster.nodes {
         0 => "none (cluster.nodes is 0)".to_owned(),
@@ -122,10 +86,18 @@ fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
                     )));
                 }
                 Target::Component(c, sel) if s.cluster.self_hosted => {
-                    let what = match (&step.action, sel) {
-                        (Action::Partition(_), _) => Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)"),
-                        (_, kubechaos_core::scenario::Selector::Index(_)) => Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`"),
-                        _ => None,
+                    let indexed = matches!(sel, kubechaos_core::scenario::Selector::Index(_));
+                    let what = match &step.action {
+                        Action::Partition(_) => Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)"),
+                        Action::Kill(_) | Action::Remove(_) | Action::Start(_) if indexed => Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`"),
+                        Action::Kill(_) | Action::Remove(_) | Action::Start(_) => None,
+                        // These name no component.
+                        Action::ApiServer(_)
+                        | Action::Etcd(_)
+                        | Action::Heal(_)
+                        | Action::DeletePods(_)
+                        | Action::Recover(_)
+                        | Action::Bind(_) => None,
                     };
                     if let Some(what) = what {
                         problems.push((pos, format!(
@@ -137,29 +109,23 @@ fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, String)> {
                 _ => {}
             }
         }
-        let node = match &step.action {
-            Action::Recover(r) => {
-                let (ns, rest) = r.pod_from.split_once('/').unwrap_or(("", &r.pod_from));
-                let known = rest
-                    .split_once('/')
-                    .and_then(|(kind, name)| {
-                        (crate::recover::Kind::parse(kind)
-                            == Some(crate::recover::Kind::Deployment))
+        if let Action::Recover(r) = &step.action {
+            let (ns, rest) = r.pod_from.split_once('/').unwrap_or(("", &r.pod_from));
+            let known = rest
+                .split_once('/')
+                .and_then(|(kind, name)| {
+                    (crate::recover::Kind::parse(kind) == Some(crate::recover::Kind::Deployment))
                         .then(|| format!("{ns}/{name}"))
-                    })
-                    .is_some_and(|d| deployments.contains(&d));
-                if !known {
-                    problems.push((step.pos, format!(
+                })
+                .is_some_and(|d| deployments.contains(&d));
+            if !known {
+                problems.push((step.pos, format!(
                         "`recover.pod-from: {}`: {expected_deployments}; expected one of those as NAMESPACE/deployment/NAME",
                         r.pod_from
                     )));
-                }
-                Some(&r.node)
             }
-            Action::Bind(b) => Some(&b.node),
-            _ => None,
-        };
-        if let Some(node) = node.filter(|n| !known_node(n)) {
+        }
+        if let Some(node) = step.action.node().filter(|n| !known_node(n)) {
             problems.push((step.pos, format!(
                 "`{}` to node `{node}`: the {backend} backend's nodes are {nodes}; expected one of those",
                 step.action.key()

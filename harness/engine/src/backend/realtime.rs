@@ -1,16 +1,13 @@
-//! What the backends that run in real time (local, kube) share: a recorder whose time zero is
-//! set when the world is ready, Ctrl-C and SIGTERM turned into a flag, and the loop that plays a
-//! plan through the shared [`Driver`], saying what it does and feeding the live view.
+//! What the backends that run in real time (local, kube) share: their runtime, a recorder whose
+//! time zero is set when the world is ready, Ctrl-C and SIGTERM turned into a flag, and the
+//! clock their worlds keep ([`RealTime`]). The loop itself is the run skeleton's
+//! ([`crate::run::play`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::driver::{Driver, World};
-use kubechaos_core::events::{fmt_ms, EventKind, Recorder};
-use kubechaos_core::plan::{Plan, PlannedKind};
-use kubechaos_core::report::live::{Progress, Status};
-use kubechaos_core::scenario::Scenario;
+use kubechaos_core::events::Recorder;
 
 /// How often the driver looks at the plan and the processes.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -27,8 +24,8 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> {
 }
 
 /// A recorder stamping real milliseconds since the instant set in the returned cell (zero until
-/// it is set), with the run's start already recorded.
-pub fn recorder(backend: &str, s: &Scenario, plan: &Plan) -> (Recorder, Arc<OnceLock<Instant>>) {
+/// it is set).
+pub fn recorder() -> (Recorder, Arc<OnceLock<Instant>>) {
     let zero: Arc<OnceLock<Instant>> = Arc::default();
     let clock_zero = zero.clone();
     let recorder = Recorder::new(move || {
@@ -37,16 +34,6 @@ pub fn recorder(backend: &str, s: &Scenario, plan: &Plan) -> (Recorder, Arc<Once
             .map(|z| z.elapsed().as_millis() as u64)
             .unwrap_or(0)
     });
-    recorder.record_at(
-        0,
-        EventKind::RunStarted {
-            scenario: s.name.clone(),
-            backend: backend.into(),
-            seed: 0,
-            version: env!("CARGO_PKG_VERSION").into(),
-            duration_ms: plan.duration.as_millis() as u64,
-        },
-    );
     (recorder, zero)
 }
 
@@ -89,60 +76,41 @@ impl Interrupt {
     }
 }
 
-/// How often the live view is told where the run is.
-pub const STATUS_EVERY: Duration = Duration::from_millis(500);
+/// The clock of a real-time world: the wall clock since time zero, looked at every [`TICK`],
+/// and whether the run was interrupted.
+pub struct RealTime {
+    zero: Instant,
+    interrupt: Interrupt,
+}
 
-/// Play `plan` in real time from now (time zero) until its end or an interrupt: apply each
-/// action when due, supervise, say each step, and tell the live view where the run is. Returns
-/// the time it ended.
-pub fn play<W: World>(
-    driver: &mut Driver<W>,
-    s: &Scenario,
-    plan: &Plan,
-    interrupt: &Interrupt,
-    progress: &mut dyn Progress,
-) -> Duration {
-    let started = Instant::now();
-    let mut next = 0;
-    let mut next_status = Duration::ZERO;
-    let total = fmt_ms(plan.duration.as_millis() as u64);
-    progress.say(&format!("t=0.0s: running for {total}"));
-    let ended = loop {
-        let now = started.elapsed();
-        while next < plan.actions.len() && plan.actions[next].at <= now {
-            let kind = &plan.actions[next].kind;
-            driver.apply(s, kind, now);
-            let t = fmt_ms(now.as_millis() as u64);
-            progress.say(&match kind {
-                PlannedKind::Fault { step } => format!("t={t}: {}", s.faults[*step].action),
-                PlannedKind::Undo { step } => format!(
-                    "t={t}: undoing `{}` after its `for`",
-                    s.faults[*step].action
-                ),
-                PlannedKind::Probe { invariant } => format!(
-                    "t={t}: probe pod for `{}`",
-                    s.expect[*invariant].value.label()
-                ),
-            });
-            next += 1;
-        }
-        driver.supervise(now);
-        if now >= plan.duration || interrupt.came() {
-            break now;
-        }
-        if now >= next_status {
-            let events = driver.recorder().snapshot();
-            progress.status(Some(&Status {
-                now,
-                scenario: s,
-                plan,
-                applied: next,
-                events: &events,
-            }));
-            next_status = now + STATUS_EVERY;
-        }
+impl RealTime {
+    /// Time zero is `zero`; `interrupt` ends the run early.
+    pub fn new(zero: Instant, interrupt: Interrupt) -> RealTime {
+        RealTime { zero, interrupt }
+    }
+
+    /// Since time zero.
+    pub fn now(&self) -> Duration {
+        self.zero.elapsed()
+    }
+
+    /// Wait one tick.
+    pub fn advance(&self) {
         std::thread::sleep(TICK);
-    };
-    progress.status(None);
-    ended
+    }
+
+    /// Whether Ctrl-C or SIGTERM came (or the world set the flag: a failure underneath).
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.came()
+    }
+
+    /// The flag [`Self::interrupted`] reads, for a world that ends the run on a failure.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.interrupt.flag.clone()
+    }
+
+    /// Stop listening for signals.
+    pub fn stop(&self) {
+        self.interrupt.stop();
+    }
 }

@@ -487,30 +487,36 @@ pub fn describe(
         Provider::K3sContainer => Provider::K3s,
         p => p,
     };
-    Some(match (provider, action) {
-        (Provider::Kind, Action::ApiServer(op)) => kind_static("kube-apiserver", *op),
-        (Provider::Kind, Action::Etcd(op)) => kind_static("etcd", *op),
-        (Provider::K3s, Action::ApiServer(op)) => match op {
-            ProcessOp::Stop => ("docker stop -t 30 on each k3s server container".into(), "docker start it".into()),
-            ProcessOp::Crash => ("docker kill on each k3s server container".into(), "docker start it".into()),
-            ProcessOp::Start => ("docker start the stopped server containers".into(), "nothing".into()),
-            ProcessOp::Restart => ("docker stop -t 30, then docker start, each k3s server container".into(), "nothing".into()),
+    let kind = provider == Provider::Kind;
+    Some(match action {
+        Action::ApiServer(op) => match provider {
+            Provider::Kind => kind_static("kube-apiserver", *op),
+            Provider::K3s => match op {
+                ProcessOp::Stop => ("docker stop -t 30 on each k3s server container".into(), "docker start it".into()),
+                ProcessOp::Crash => ("docker kill on each k3s server container".into(), "docker start it".into()),
+                ProcessOp::Start => ("docker start the stopped server containers".into(), "nothing".into()),
+                ProcessOp::Restart => ("docker stop -t 30, then docker start, each k3s server container".into(), "nothing".into()),
+            },
+            Provider::Auto | Provider::Generic | Provider::K3sContainer => return None,
         },
-        (_, Action::Kill(Target::Node(n)) | Action::Remove(Target::Node(n))) => node_op(n, false),
-        (_, Action::Start(Target::Node(n))) => node_op(n, true),
-        (Provider::Kind, Action::Kill(t)) => (
+        Action::Etcd(op) if kind => kind_static("etcd", *op),
+        Action::Etcd(_) => return None,
+        Action::Kill(Target::Node(n)) | Action::Remove(Target::Node(n)) => node_op(n, false),
+        Action::Start(Target::Node(n)) => node_op(n, true),
+        Action::Kill(t) if kind => (
             format!("`crictl stop --timeout 0` the container of {t} in its control-plane node (kubelet restarts it)"),
             "kubelet restarts it".into(),
         ),
-        (Provider::Kind, Action::Remove(t)) => (
+        Action::Remove(t) if kind => (
             format!("mv the static pod manifest of {t} out of {MANIFESTS} in its control-plane node and `crictl stop --timeout 0` its container"),
             format!("mv it back into {MANIFESTS}"),
         ),
-        (Provider::Kind, Action::Start(t)) => (
+        Action::Start(t) if kind => (
             format!("mv the held manifest of {t} back into {MANIFESTS}"),
             "nothing".into(),
         ),
-        (_, Action::Partition(p)) => (
+        Action::Kill(_) | Action::Remove(_) | Action::Start(_) => return None,
+        Action::Partition(p) => (
             format!(
                 "iptables -I OUTPUT ... -m comment --comment {RULE_COMMENT} -j DROP in the sending node container(s) ({} {} {}: api-server = tcp 6443, etcd = tcp 2379:2380 of the control-plane nodes)",
                 p.a,
@@ -519,8 +525,9 @@ pub fn describe(
             ),
             "iptables -D the same rules".into(),
         ),
-        (_, Action::Heal(_)) => ("iptables -D every rule a partition added".into(), "nothing".into()),
-        _ => return None,
+        Action::Heal(_) => ("iptables -D every rule a partition added".into(), "nothing".into()),
+        // Through the API: the dry run describes them itself.
+        Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) => return None,
     })
 }
 

@@ -8,7 +8,7 @@
 //! (k3d), through the docker CLI ([`machine`]). A fault the provider cannot do is refused before
 //! anything runs, with the list of what it can do.
 //!
-//! The run is the same as on the other backends: the shared [`Driver`] plays the plan in real
+//! The run is the same as on the other backends: the shared [`Driver`](super::driver::Driver) plays the plan in real
 //! time, the same [`Observer`] watches the API server, the same invariants judge. At the end the
 //! cluster is left as it was found: every machine change still in place is undone (manifests
 //! moved back, iptables rules removed, containers unpaused or started), the probe pods are
@@ -27,13 +27,15 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::driver::{Driver, Exit, World};
-use super::realtime::{self, Interrupt};
+use super::driver::{Exit, World};
+use super::realtime::{self, Interrupt, RealTime};
 use super::BackendError;
 use crate::fake_node::ContainerOp;
 use crate::observer::{Command, Observer, PROBE_NAMESPACE};
-use kubechaos_core::events::{fmt_ms, identity_process, Event, EventKind};
+use crate::run::{Backend, Ready};
+use kubechaos_core::events::{fmt_ms, identity_process, EventKind, Recorder};
 use kubechaos_core::plan::Plan;
+use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selector, Target};
 
 #[cfg(feature = "testcontainers")]
@@ -154,10 +156,12 @@ pub fn dry_run(s: &Scenario, plan: &Plan, provider: Provider) -> String {
 }
 
 /// The world of an existing cluster: the API, and the machines if the provider reaches them.
-struct KubeWorld {
+pub struct KubeWorld {
+    time: RealTime,
     rt: tokio::runtime::Handle,
     client: kube::Client,
     commands: mpsc::UnboundedSender<Command>,
+    observer: tokio::task::JoinHandle<()>,
     machines: Option<Machines>,
     recorder: kubechaos_core::events::Recorder,
     incarnations: BTreeMap<String, u32>,
@@ -189,6 +193,19 @@ impl KubeWorld {
 }
 
 impl World for KubeWorld {
+    fn now(&mut self) -> Duration {
+        self.time.now()
+    }
+    fn advance(&mut self) -> Result<(), BackendError> {
+        self.time.advance();
+        Ok(())
+    }
+    fn real_time(&self) -> bool {
+        true
+    }
+    fn interrupted(&self) -> bool {
+        self.time.interrupted()
+    }
     fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
         self.machines().stop(name, graceful, hold);
         self.after();
@@ -365,205 +382,273 @@ pub fn cluster_check(
     problems
 }
 
-/// Play a validated scenario's plan on an existing cluster (the guard was passed). Returns the
-/// recorded timeline; what the run changed is undone and what it created deleted before it
-/// returns.
-pub fn run(
-    s: &Scenario,
-    plan: &Plan,
-    target: &KubeTarget,
-    progress: &mut dyn kubechaos_core::report::live::Progress,
-) -> Result<Vec<Event>, BackendError> {
-    let rt = realtime::runtime()?;
-    let _entered = rt.enter();
-    let env = |e: String| BackendError::Environment(e);
-    if target.provider == Provider::K3sContainer {
-        return k3s_container(s, plan, &rt, progress);
-    }
-    let client = rt
-        .block_on(crate::kubeclient::client(
-            target.kubeconfig.as_deref(),
-            target.context.as_deref(),
-            Some(Duration::from_secs(10)),
-        ))
-        .map_err(env)?;
-    let version = rt
-        .block_on(client.apiserver_version())
-        .map_err(|e| env(format!("cannot reach the cluster's API server: {e}")))?;
-    progress.say(&format!(
-        "reached the API server (Kubernetes {}.{})",
-        version.major, version.minor
-    ));
+/// An existing cluster as a backend (the guard was passed). What a run changed is undone and
+/// what it created deleted before it ends.
+pub struct Kube {
+    target: KubeTarget,
+    rt: Option<tokio::runtime::Runtime>,
+    zero: Arc<std::sync::OnceLock<Instant>>,
+    /// Whether the run made the probe pods' namespace (and deletes it at the end).
+    created_namespace: bool,
+    /// `--provider k3s-container`: the container started for the run, removed at its end.
+    #[cfg(feature = "testcontainers")]
+    container: Option<container::K3sContainer>,
+}
 
-    // Which provider, and what this cluster has: read only, before anything is touched.
-    let nodes = rt
-        .block_on(Api::<Node>::all(client.clone()).list(&ListParams::default()))
-        .map_err(|e| env(format!("cannot list the cluster's nodes: {e}")))?
-        .items;
-    let context = target.context.clone().unwrap_or_default();
-    let (provider, why) = resolve_provider(target, &context, &nodes);
-    progress.say(&format!("provider: {} ({why})", provider.name()));
-    let machines = node_machines(&nodes);
-    let mut problems = check(s, provider);
-    problems.extend(cluster_check(s, &machines, provider));
-    if !problems.is_empty() {
-        return Err(BackendError::Unsupported {
-            backend: "kube",
-            problems,
-        });
-    }
-    let machines = matches!(provider, Provider::Kind | Provider::K3s)
-        .then(|| Machines::new(provider, machines, Docker::default()));
-
-    let namespaces = Api::<Namespace>::all(client.clone());
-    let created_namespace = rt
-        .block_on(async {
-            if namespaces.get_opt(PROBE_NAMESPACE).await?.is_some() {
-                return Ok::<bool, kube::Error>(false);
-            }
-            let ns: Namespace =
-                serde_json::from_value(json!({"metadata": {"name": PROBE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}}}))
-                    .expect("namespace");
-            namespaces.create(&PostParams::default(), &ns).await?;
-            Ok(true)
-        })
-        .map_err(|e| env(format!("cannot create the namespace {PROBE_NAMESPACE} for probe pods: {e}")))?;
-
-    let (recorder, zero) = realtime::recorder("kube", s, plan);
-    let interrupt = Interrupt::listen(&rt);
-    let _ = zero.set(Instant::now());
-    let (tx, rx) = mpsc::unbounded_channel();
-    let processes = machines.as_ref().map(|m| m.processes()).unwrap_or_default();
-    let holder_names = machines
-        .as_ref()
-        .map(|m| {
-            let mut names = BTreeMap::new();
-            for lease in s.leases().keys() {
-                for n in m.control_plane() {
-                    if let Some(p) = m.holder_process(&lease.to_string(), &n.name) {
-                        names.insert((lease.to_string(), n.name.clone()), p);
-                    }
-                }
-            }
-            names
-        })
-        .unwrap_or_default();
-    let observer = Observer {
-        recorder: recorder.clone(),
-        epoch: k8s_openapi::jiff::Timestamp::now(),
-        deployments: s.deployments(),
-        leases: s.leases().keys().map(|l| l.to_string()).collect(),
-        watch_timeout: 60,
-        holder_names,
-    };
-    let observer = rt.spawn(observer.run(client.clone(), rx));
-    let mut world = KubeWorld {
-        rt: rt.handle().clone(),
-        client: client.clone(),
-        commands: tx,
-        machines,
-        recorder: recorder.clone(),
-        incarnations: BTreeMap::new(),
-        failed: interrupt.flag.clone(),
-    };
-    // The machines' processes run from time zero (the observer sees their leases, not them).
-    for p in &processes {
-        world.started(p);
-    }
-    let mut driver = Driver::new(world, recorder.clone(), processes);
-    let ended_at = realtime::play(&mut driver, s, plan, &interrupt, progress);
-    let end_ms = ended_at.as_millis() as u64;
-    if interrupt.came() {
-        recorder.record_at(end_ms, EventKind::RunInterrupted {});
-    }
-    recorder.record_at(end_ms, EventKind::RunEnded {});
-    observer.abort();
-    interrupt.stop();
-
-    // Leave the cluster as it was found: the machines first, then what the API holds.
-    let mut restored = Vec::new();
-    let mut errors = Vec::new();
-    if let Some(m) = driver.world.machines.as_mut() {
-        let was_down = m.api_server_down();
-        let before = m.errors.len();
-        restored.extend(m.restore());
-        errors = m.errors.clone();
-        if was_down && m.errors.len() == before {
-            progress.say("waiting for the API server to come back (up to 2m)");
-            let back = rt.block_on(async {
-                let deadline = Instant::now() + Duration::from_secs(120);
-                while Instant::now() < deadline {
-                    if tokio::time::timeout(Duration::from_secs(5), client.apiserver_version())
-                        .await
-                        .is_ok_and(|r| r.is_ok())
-                    {
-                        return true;
-                    }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                false
-            });
-            if !back {
-                errors.push("the API server did not come back within 2m of restoring it".into());
-            }
+impl Kube {
+    /// The cluster `target` names.
+    pub fn new(target: KubeTarget) -> Kube {
+        Kube {
+            target,
+            rt: None,
+            zero: Arc::default(),
+            created_namespace: false,
+            #[cfg(feature = "testcontainers")]
+            container: None,
         }
     }
-    restored.push(rt.block_on(restore(&client, created_namespace)));
-    let restored = format!("restored: {}", restored.join("; "));
-    progress.say(&restored);
-    drop(_entered);
-    rt.shutdown_timeout(Duration::from_secs(2));
-    if !errors.is_empty() {
-        return Err(BackendError::Environment(format!(
-            "a machine command failed at or before t={}, so the run stopped there:\n  {}\n{restored}",
-            fmt_ms(end_ms),
-            errors.join("\n  ")
-        )));
+
+    /// `--provider k3s-container`: start k3s in a container; the run then plays on it with the
+    /// k3s provider, and [`Backend::finish`] removes it.
+    #[cfg(feature = "testcontainers")]
+    fn start_container(&mut self, progress: &mut dyn Progress) -> Result<KubeTarget, BackendError> {
+        progress.say("starting k3s in a container through testcontainers");
+        let rt = self.rt.as_ref().expect("runtime");
+        let k3s = rt
+            .block_on(container::start())
+            .map_err(BackendError::Environment)?;
+        progress.say(&format!("k3s is up in container {}", k3s.name));
+        let target = KubeTarget {
+            kubeconfig: Some(k3s.kubeconfig.clone()),
+            context: None,
+            allow: Vec::new(),
+            provider: Provider::K3s,
+        };
+        self.container = Some(k3s);
+        Ok(target)
     }
-    if interrupt.came() {
-        return Err(BackendError::Interrupted {
-            message: format!("interrupted at t={}; {restored}", fmt_ms(end_ms)),
-            events: recorder.snapshot(),
-        });
+
+    /// Without the `testcontainers` feature there is no container to start.
+    #[cfg(not(feature = "testcontainers"))]
+    fn start_container(&mut self, _: &mut dyn Progress) -> Result<KubeTarget, BackendError> {
+        Err(BackendError::Environment(NO_TESTCONTAINERS.to_owned()))
     }
-    Ok(recorder.snapshot())
+
+    /// Remove the container started for the run, if any.
+    fn remove_container(&mut self, _progress: &mut dyn Progress) {
+        #[cfg(feature = "testcontainers")]
+        if let (Some(k3s), Some(rt)) = (self.container.take(), self.rt.as_ref()) {
+            let removed = rt.block_on(k3s.remove());
+            _progress.say(&removed);
+        }
+    }
+
+    /// Reach the cluster `target` names, check what it can do, and start following it.
+    fn reach(
+        &mut self,
+        s: &Scenario,
+        target: &KubeTarget,
+        recorder: &Recorder,
+        progress: &mut dyn Progress,
+    ) -> Result<Ready<KubeWorld>, BackendError> {
+        let rt = self.rt.as_ref().expect("runtime");
+        let env = |e: String| BackendError::Environment(e);
+        let client = rt
+            .block_on(crate::kubeclient::client(
+                target.kubeconfig.as_deref(),
+                target.context.as_deref(),
+                Some(Duration::from_secs(10)),
+            ))
+            .map_err(env)?;
+        let version = rt
+            .block_on(client.apiserver_version())
+            .map_err(|e| env(format!("cannot reach the cluster's API server: {e}")))?;
+        progress.say(&format!(
+            "reached the API server (Kubernetes {}.{})",
+            version.major, version.minor
+        ));
+
+        // Which provider, and what this cluster has: read only, before anything is touched.
+        let nodes = rt
+            .block_on(Api::<Node>::all(client.clone()).list(&ListParams::default()))
+            .map_err(|e| env(format!("cannot list the cluster's nodes: {e}")))?
+            .items;
+        let context = target.context.clone().unwrap_or_default();
+        let (provider, why) = resolve_provider(target, &context, &nodes);
+        progress.say(&format!("provider: {} ({why})", provider.name()));
+        let machines = node_machines(&nodes);
+        let mut problems = check(s, provider);
+        problems.extend(cluster_check(s, &machines, provider));
+        if !problems.is_empty() {
+            return Err(BackendError::Unsupported {
+                backend: "kube",
+                problems,
+            });
+        }
+        let machines = matches!(provider, Provider::Kind | Provider::K3s)
+            .then(|| Machines::new(provider, machines, Docker::default()));
+
+        let namespaces = Api::<Namespace>::all(client.clone());
+        self.created_namespace = rt
+            .block_on(async {
+                if namespaces.get_opt(PROBE_NAMESPACE).await?.is_some() {
+                    return Ok::<bool, kube::Error>(false);
+                }
+                let ns: Namespace =
+                    serde_json::from_value(json!({"metadata": {"name": PROBE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}}}))
+                        .expect("namespace");
+                namespaces.create(&PostParams::default(), &ns).await?;
+                Ok(true)
+            })
+            .map_err(|e| env(format!("cannot create the namespace {PROBE_NAMESPACE} for probe pods: {e}")))?;
+
+        let interrupt = Interrupt::listen(rt);
+        let zero = Instant::now();
+        let _ = self.zero.set(zero);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let processes = machines.as_ref().map(|m| m.processes()).unwrap_or_default();
+        let holder_names = machines
+            .as_ref()
+            .map(|m| {
+                let mut names = BTreeMap::new();
+                for lease in s.leases().keys() {
+                    for n in m.control_plane() {
+                        if let Some(p) = m.holder_process(&lease.to_string(), &n.name) {
+                            names.insert((lease.to_string(), n.name.clone()), p);
+                        }
+                    }
+                }
+                names
+            })
+            .unwrap_or_default();
+        let observer = Observer {
+            holder_names,
+            ..Observer::of(s, recorder.clone(), k8s_openapi::jiff::Timestamp::now())
+        };
+        let observer = rt.spawn(observer.run(client.clone(), rx));
+        let time = RealTime::new(zero, interrupt);
+        let mut world = KubeWorld {
+            failed: time.flag(),
+            time,
+            rt: rt.handle().clone(),
+            client,
+            commands: tx,
+            observer,
+            machines,
+            recorder: recorder.clone(),
+            incarnations: BTreeMap::new(),
+        };
+        // The machines' processes run from time zero (the observer sees their leases, not them).
+        for p in &processes {
+            world.started(p);
+        }
+        Ok(Ready { world, processes })
+    }
 }
 
-/// `--provider k3s-container`: start k3s in a container, play on it with the k3s provider,
-/// remove it.
-#[cfg(feature = "testcontainers")]
-fn k3s_container(
-    s: &Scenario,
-    plan: &Plan,
-    rt: &tokio::runtime::Runtime,
-    progress: &mut dyn kubechaos_core::report::live::Progress,
-) -> Result<Vec<Event>, BackendError> {
-    progress.say("starting k3s in a container through testcontainers");
-    let k3s = rt
-        .block_on(container::start())
-        .map_err(BackendError::Environment)?;
-    progress.say(&format!("k3s is up in container {}", k3s.name));
-    let target = KubeTarget {
-        kubeconfig: Some(k3s.kubeconfig.clone()),
-        context: None,
-        allow: Vec::new(),
-        provider: Provider::K3s,
-    };
-    let result = run(s, plan, &target, progress);
-    let removed = rt.block_on(k3s.remove());
-    progress.say(&removed);
-    result
-}
+impl Backend for Kube {
+    type World = KubeWorld;
 
-/// Without the `testcontainers` feature there is no container to start.
-#[cfg(not(feature = "testcontainers"))]
-fn k3s_container(
-    _: &Scenario,
-    _: &Plan,
-    _: &tokio::runtime::Runtime,
-    _: &mut dyn kubechaos_core::report::live::Progress,
-) -> Result<Vec<Event>, BackendError> {
-    Err(BackendError::Environment(NO_TESTCONTAINERS.to_owned()))
+    fn name(&self) -> &'static str {
+        "kube"
+    }
+
+    fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
+        check(s, self.target.provider)
+    }
+
+    fn recorder(&mut self) -> Recorder {
+        let (recorder, zero) = realtime::recorder();
+        self.zero = zero;
+        recorder
+    }
+
+    fn start(
+        &mut self,
+        s: &Scenario,
+        _: &Plan,
+        recorder: &Recorder,
+        progress: &mut dyn Progress,
+    ) -> Result<Ready<KubeWorld>, BackendError> {
+        let handle = self.rt.insert(realtime::runtime()?).handle().clone();
+        let _runtime = handle.enter();
+        let target = if self.target.provider == Provider::K3sContainer {
+            self.start_container(progress)?
+        } else {
+            self.target.clone()
+        };
+        let ready = self.reach(s, &target, recorder, progress);
+        if ready.is_err() {
+            self.remove_container(progress);
+        }
+        ready
+    }
+
+    fn finish(
+        &mut self,
+        world: KubeWorld,
+        end: Duration,
+        progress: &mut dyn Progress,
+    ) -> Result<String, BackendError> {
+        let KubeWorld {
+            time,
+            client,
+            observer,
+            mut machines,
+            ..
+        } = world;
+        observer.abort();
+        time.stop();
+        let rt = self.rt.take().expect("started");
+        let handle = rt.handle().clone();
+        let _runtime = handle.enter();
+
+        // Leave the cluster as it was found: the machines first, then what the API holds.
+        let mut restored = Vec::new();
+        let mut errors = Vec::new();
+        if let Some(m) = machines.as_mut() {
+            let was_down = m.api_server_down();
+            let before = m.errors.len();
+            restored.extend(m.restore());
+            errors = m.errors.clone();
+            if was_down && m.errors.len() == before {
+                progress.say("waiting for the API server to come back (up to 2m)");
+                let back = rt.block_on(async {
+                    let deadline = Instant::now() + Duration::from_secs(120);
+                    while Instant::now() < deadline {
+                        if tokio::time::timeout(Duration::from_secs(5), client.apiserver_version())
+                            .await
+                            .is_ok_and(|r| r.is_ok())
+                        {
+                            return true;
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    false
+                });
+                if !back {
+                    errors
+                        .push("the API server did not come back within 2m of restoring it".into());
+                }
+            }
+        }
+        restored.push(rt.block_on(restore(&client, self.created_namespace)));
+        let restored = format!("restored: {}", restored.join("; "));
+        progress.say(&restored);
+        self.rt = Some(rt);
+        self.remove_container(progress);
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+        if !errors.is_empty() {
+            return Err(BackendError::Environment(format!(
+                "a machine command failed at or before t={}, so the run stopped there:\n  {}\n{restored}",
+                fmt_ms(end.as_millis() as u64),
+                errors.join("\n  ")
+            )));
+        }
+        Ok(restored)
+    }
 }
 
 /// What a build without the `testcontainers` feature says to `--provider k3s-container`.

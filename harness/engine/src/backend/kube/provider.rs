@@ -124,47 +124,42 @@ impl Provider {
 
     /// Why this provider cannot do `action`, if it cannot.
     fn refusal(self, action: &Action) -> Option<String> {
-        let machine = "needs the machine the cluster runs on";
-        let component_alone = |t: &Target| {
-            match t {
-            Target::Component(c, _) => Some(format!(
+        match action {
+            // Through the API, on every cluster (healing needs a machine only if a partition did).
+            Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) | Action::Heal(_) => None,
+            Action::ApiServer(_) => self.refusal_on(&Target::ApiServer, false),
+            Action::Etcd(_) => self.refusal_on(&Target::Etcd, false),
+            Action::Kill(t) | Action::Remove(t) | Action::Start(t) => self.refusal_on(t, false),
+            Action::Partition(p) => [&p.a, &p.b]
+                .into_iter()
+                .find_map(|t| self.refusal_on(t, true)),
+        }
+    }
+
+    /// Why this provider cannot stop, start or (`partition`) cut off `t` on its machines.
+    fn refusal_on(self, t: &Target, partition: bool) -> Option<String> {
+        match (self, t) {
+            (Provider::Auto, _) => None,
+            (Provider::Generic, _) => Some(
+                "it needs the machine the cluster runs on, and the generic provider has only the API"
+                    .to_owned(),
+            ),
+            (_, Target::Agent(..)) => {
+                Some("kubechaos does not start agents on an existing cluster".to_owned())
+            }
+            (Provider::Kind, Target::Component(c, _)) if partition => Some(format!(
+                "on kind, {} shares its node container's network with every other component of that node, so a partition cannot single it out; partition its node (`node/NAME`) instead",
+                c.name()
+            )),
+            (Provider::Kind, _) => None,
+            (Provider::K3s | Provider::K3sContainer, Target::Component(c, _)) => Some(format!(
                 "k3s runs {} inside its server process: it cannot be stopped alone; the nearest fault is `api-server: restart`, which restarts the API server, scheduler and controller-manager together",
                 c.name()
             )),
-            Target::Agent(..) => Some("kubechaos does not start agents on an existing cluster".to_owned()),
-            Target::Etcd => Some("k3s keeps its datastore inside the server process: use `api-server`".to_owned()),
-            _ => None,
-        }
-        };
-        match (self, action) {
-            (_, a) if a.is_api_level() => None,
-            (_, Action::Heal(_)) => None,
-            (Provider::Generic, _) => Some(format!("it {machine}, and the generic provider has only the API")),
-            (Provider::Auto, _) => None,
-            (Provider::Kind, Action::Kill(t) | Action::Remove(t) | Action::Start(t)) => match t {
-                Target::Agent(..) => Some("kubechaos does not start agents on an existing cluster".to_owned()),
-                _ => None,
-            },
-            (Provider::Kind, Action::Partition(p)) => [&p.a, &p.b].into_iter().find_map(|t| match t {
-                Target::Component(c, _) => Some(format!(
-                    "on kind, {} shares its node container's network with every other component of that node, so a partition cannot single it out; partition its node (`node/NAME`) instead",
-                    c.name()
-                )),
-                Target::Agent(..) => Some("kubechaos does not start agents on an existing cluster".to_owned()),
-                _ => None,
-            }),
-            (Provider::Kind, _) => None,
-            (Provider::K3s | Provider::K3sContainer, Action::Etcd(_)) => {
-                component_alone(&Target::Etcd)
-            }
-            (
-                Provider::K3s | Provider::K3sContainer,
-                Action::Kill(t) | Action::Remove(t) | Action::Start(t),
-            ) => component_alone(t),
-            (Provider::K3s | Provider::K3sContainer, Action::Partition(p)) => {
-                [&p.a, &p.b].into_iter().find_map(component_alone)
-            }
-            (Provider::K3s | Provider::K3sContainer, _) => None,
+            (Provider::K3s | Provider::K3sContainer, Target::Etcd) => Some(
+                "k3s keeps its datastore inside the server process: use `api-server`".to_owned(),
+            ),
+            (Provider::K3s | Provider::K3sContainer, Target::ApiServer | Target::Node(_)) => None,
         }
     }
 }

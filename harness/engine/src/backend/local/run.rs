@@ -7,19 +7,21 @@
 //! stamped with real milliseconds since then.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
-use crate::backend::driver::{Driver, Exit, World, API_SERVER, ETCD};
-use crate::backend::realtime::{self, Interrupt};
+use crate::backend::driver::{Exit, World, API_SERVER, ETCD};
+use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::BackendError;
 use crate::observer::{Command, Observer};
-use kubechaos_core::events::{fmt_ms, identity_process, Event, EventKind, Recorder};
+use crate::run::{Backend, Ready};
+use kubechaos_core::events::{identity_process, EventKind, Recorder};
 use kubechaos_core::plan::Plan;
-use kubechaos_core::scenario::{LeaseRef, Scenario};
+use kubechaos_core::report::live::Progress;
+use kubechaos_core::scenario::{LeaseRef, Pos, Scenario};
 
 /// Options of a local run.
 #[derive(Clone, Debug, Default)]
@@ -90,9 +92,11 @@ impl Hooks for RecorderHooks {
 }
 
 /// The local world: what the driver does to processes and links, done to real ones.
-struct LocalWorld {
+pub struct LocalWorld {
     cluster: LocalCluster,
+    time: RealTime,
     rt: tokio::runtime::Handle,
+    observer: tokio::task::JoinHandle<()>,
     recorder: Recorder,
     commands: mpsc::UnboundedSender<Command>,
     /// Processes that could not be started, and why.
@@ -116,11 +120,32 @@ impl LocalWorld {
 }
 
 impl World for LocalWorld {
+    fn now(&mut self) -> Duration {
+        self.time.now()
+    }
+
+    fn advance(&mut self) -> Result<(), BackendError> {
+        self.time.advance();
+        Ok(())
+    }
+
+    fn real_time(&self) -> bool {
+        true
+    }
+
+    fn interrupted(&self) -> bool {
+        self.time.interrupted()
+    }
+
     fn stop(&mut self, name: &str, graceful: bool, _hold: bool) {
+        let _runtime = self.rt.enter();
         self.cluster.stop(name, graceful);
     }
 
     fn start(&mut self, name: &str) {
+        // Children are started from this thread (their parent-death signal follows it), with the
+        // runtime entered so that their output pumps run on its workers.
+        let _runtime = self.rt.enter();
         if let Err(e) = self.cluster.start(name) {
             self.failed.insert(name.to_owned(), e);
         }
@@ -182,110 +207,145 @@ impl World for LocalWorld {
         only: Option<&str>,
         op: crate::fake_node::ContainerOp,
     ) -> Vec<String> {
+        let _runtime = self.rt.enter();
         self.cluster.containers.act(c, only, op)
     }
 }
 
-/// Play a validated scenario's plan on a local control plane started for it. Returns the
-/// recorded timeline. Everything started is stopped before this returns, whatever happens
-/// (a panic included: dropping the cluster kills its process groups).
-pub fn run(
-    s: &Scenario,
-    plan: &Plan,
-    opts: &LocalOptions,
-    progress: &mut dyn kubechaos_core::report::live::Progress,
-) -> Result<Vec<Event>, BackendError> {
-    let rt = realtime::runtime()?;
-    // Children are started from this thread (their parent-death signal follows it), with the
-    // runtime entered so that their output pumps and the fake nodes run on its workers.
-    let _entered = rt.enter();
+/// The local control plane as a backend: one started for each run, and stopped after it.
+pub struct Local {
+    opts: LocalOptions,
+    rt: Option<tokio::runtime::Runtime>,
+    zero: Arc<OnceLock<Instant>>,
+    dir: std::path::PathBuf,
+}
 
-    let (recorder, zero) = realtime::recorder("local", s, plan);
-    let interrupt = Interrupt::listen(&rt);
-    let mut stop_rx = interrupt.rx.clone();
-
-    let spec = Spec::of(s);
-    let hooks = Arc::new(RecorderHooks(recorder.clone()));
-    let mut say = |l: &str| progress.say(l);
-    let cluster = rt.block_on(async {
-        tokio::select! {
-            biased;
-            _ = stop_rx.changed() => Err("interrupted while the control plane was starting".to_owned()),
-            c = LocalCluster::up(&spec, opts.keep, hooks, &mut say) => c,
+impl Local {
+    /// A local control plane with these options.
+    pub fn new(opts: LocalOptions) -> Local {
+        Local {
+            opts,
+            rt: None,
+            zero: Arc::default(),
+            dir: Default::default(),
         }
-    });
-    let cluster = match cluster {
-        Ok(c) => c,
-        Err(e) => {
-            interrupt.stop();
-            let message = format!(
-                "the local control plane did not start: {e}; everything started was stopped"
-            );
-            return Err(if interrupt.came() {
-                BackendError::Interrupted {
-                    message,
-                    events: Vec::new(),
-                }
-            } else {
-                BackendError::Environment(message)
-            });
-        }
-    };
-    let dir = cluster.dir.clone();
-    let names = cluster.processes();
-    let _ = zero.set(Instant::now());
-    let epoch = k8s_openapi::jiff::Timestamp::now();
-
-    let (tx, rx) = mpsc::unbounded_channel();
-    let observer = Observer {
-        recorder: recorder.clone(),
-        epoch,
-        deployments: s.deployments(),
-        leases: s.leases().keys().map(|l| l.to_string()).collect(),
-        watch_timeout: 60,
-        holder_names: Default::default(),
-    };
-    let observer = rt.spawn(observer.run(cluster.admin.clone(), rx));
-
-    let world = LocalWorld {
-        cluster,
-        rt: rt.handle().clone(),
-        recorder: recorder.clone(),
-        commands: tx,
-        failed: BTreeMap::new(),
-    };
-    let mut driver = Driver::new(world, recorder.clone(), names);
-    let ended_at = realtime::play(&mut driver, s, plan, &interrupt, progress);
-    let end_ms = ended_at.as_millis() as u64;
-    if interrupt.came() {
-        recorder.record_at(end_ms, EventKind::RunInterrupted {});
     }
-    recorder.record_at(end_ms, EventKind::RunEnded {});
-    observer.abort();
-    interrupt.stop();
-    let kept = rt.block_on({
-        let LocalWorld { cluster, .. } = driver.world;
-        cluster.down()
-    });
-    drop(_entered);
-    rt.shutdown_timeout(Duration::from_secs(2));
-    match kept {
-        Some(d) => progress.say(&format!("kept the run directory {}", d.display())),
-        None => progress.say(&format!("stopped every process; removed {}", dir.display())),
+}
+
+impl Backend for Local {
+    type World = LocalWorld;
+
+    fn name(&self) -> &'static str {
+        "local"
     }
-    if interrupt.came() {
-        return Err(BackendError::Interrupted {
-            message: format!(
-                "interrupted at t={}; every process was stopped{}",
-                fmt_ms(end_ms),
-                if opts.keep {
-                    String::new()
-                } else {
-                    " and the run directory removed".to_owned()
-                }
-            ),
-            events: recorder.snapshot(),
+
+    fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
+        crate::backend::built_cluster_check(s, "local")
+    }
+
+    fn recorder(&mut self) -> Recorder {
+        let (recorder, zero) = realtime::recorder();
+        self.zero = zero;
+        recorder
+    }
+
+    /// Everything started is stopped if this fails, and after the run whatever happens (a panic
+    /// included: dropping the cluster kills its process groups).
+    fn start(
+        &mut self,
+        s: &Scenario,
+        _: &Plan,
+        recorder: &Recorder,
+        progress: &mut dyn Progress,
+    ) -> Result<Ready<LocalWorld>, BackendError> {
+        let rt = self.rt.insert(realtime::runtime()?);
+        // Children are started from this thread, with the runtime entered (see `LocalWorld`).
+        let _runtime = rt.enter();
+        let interrupt = Interrupt::listen(rt);
+        let mut stop_rx = interrupt.rx.clone();
+
+        let spec = Spec::of(s);
+        let hooks = Arc::new(RecorderHooks(recorder.clone()));
+        let mut say = |l: &str| progress.say(l);
+        let keep = self.opts.keep;
+        let cluster = rt.block_on(async {
+            tokio::select! {
+                biased;
+                _ = stop_rx.changed() => Err("interrupted while the control plane was starting".to_owned()),
+                c = LocalCluster::up(&spec, keep, hooks, &mut say) => c,
+            }
         });
+        let cluster = match cluster {
+            Ok(c) => c,
+            Err(e) => {
+                interrupt.stop();
+                let message = format!(
+                    "the local control plane did not start: {e}; everything started was stopped"
+                );
+                return Err(if interrupt.came() {
+                    BackendError::Interrupted {
+                        message,
+                        events: Vec::new(),
+                    }
+                } else {
+                    BackendError::Environment(message)
+                });
+            }
+        };
+        self.dir = cluster.dir.clone();
+        let processes = cluster.processes();
+        let zero = Instant::now();
+        let _ = self.zero.set(zero);
+
+        let (tx, rx) = mpsc::unbounded_channel();
+        let observer = Observer::of(s, recorder.clone(), k8s_openapi::jiff::Timestamp::now());
+        let observer = rt.spawn(observer.run(cluster.admin.clone(), rx));
+        let world = LocalWorld {
+            cluster,
+            time: RealTime::new(zero, interrupt),
+            rt: rt.handle().clone(),
+            observer,
+            recorder: recorder.clone(),
+            commands: tx,
+            failed: BTreeMap::new(),
+        };
+        Ok(Ready { world, processes })
     }
-    Ok(recorder.snapshot())
+
+    fn finish(
+        &mut self,
+        world: LocalWorld,
+        _: Duration,
+        progress: &mut dyn Progress,
+    ) -> Result<String, BackendError> {
+        let LocalWorld {
+            cluster,
+            time,
+            observer,
+            ..
+        } = world;
+        observer.abort();
+        time.stop();
+        let rt = self.rt.take().expect("started");
+        let kept = {
+            let _runtime = rt.enter();
+            rt.block_on(cluster.down())
+        };
+        rt.shutdown_timeout(Duration::from_secs(2));
+        match kept {
+            Some(d) => progress.say(&format!("kept the run directory {}", d.display())),
+            None => progress.say(&format!(
+                "stopped every process; removed {}",
+                self.dir.display()
+            )),
+        }
+        Ok(format!(
+            "every process was stopped{}",
+            if self.opts.keep {
+                ""
+            } else {
+                " and the run directory removed"
+            }
+        ))
+    }
 }

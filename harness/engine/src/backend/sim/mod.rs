@@ -31,12 +31,14 @@ use self::apiserver::ApiServer;
 use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
 use self::store::{Store, LEASES};
-use super::driver::{Driver, Exit, World, ETCD};
+use super::driver::{Exit, World, ETCD};
 use super::BackendError;
 use crate::clock::{Clock, SimClock};
 use crate::observer::{Command, Observer};
-use kubechaos_core::events::{identity_process, Event, EventKind, Recorder};
+use crate::run::{Backend, Ready};
+use kubechaos_core::events::{identity_process, Recorder};
 use kubechaos_core::plan::Plan;
+use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{AgentMode, LeaseRef, Pos, Scenario};
 
@@ -68,7 +70,7 @@ pub fn epoch() -> Timestamp {
 }
 
 /// What only the sim cannot do, with where the scenario asks for it (what neither backend that
-/// builds its own cluster can do is in [`super::check`]).
+/// builds its own cluster can do is in `built_cluster_check`).
 pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
     s.cluster
         .agents
@@ -79,8 +81,13 @@ pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
 }
 
 /// The simulated world: turmoil hosts and links, and etcd's reachability from the API server.
-struct SimWorld<'a> {
+pub struct SimWorld<'a> {
     sim: turmoil::Sim<'a>,
+    /// Virtual milliseconds since the simulation began, as the driver last saw them (what the
+    /// recorder stamps events recorded outside a host with).
+    now_ms: Arc<AtomicU64>,
+    /// When time zero of the run was (after a self-hosted bootstrap; otherwise the start).
+    zero: Duration,
     /// The pods' containers, on every node.
     containers: Arc<node::SimContainers>,
     store: Arc<Mutex<Store>>,
@@ -103,6 +110,24 @@ impl SimWorld<'_> {
 }
 
 impl World for SimWorld<'_> {
+    fn now(&mut self) -> Duration {
+        let elapsed = self.sim.elapsed();
+        self.now_ms
+            .store(elapsed.as_millis() as u64, Ordering::SeqCst);
+        elapsed.saturating_sub(self.zero)
+    }
+
+    fn advance(&mut self) -> Result<(), BackendError> {
+        self.sim
+            .step()
+            .map(|_| ())
+            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))
+    }
+
+    fn real_time(&self) -> bool {
+        false
+    }
+
     fn stop(&mut self, name: &str, _graceful: bool, _hold: bool) {
         // turmoil has one way to stop a host; in-flight requests die with it either way.
         self.sim.crash(name);
@@ -165,30 +190,85 @@ impl World for SimWorld<'_> {
     }
 }
 
-/// Play a validated scenario's plan on a fresh simulated cluster. Returns the recorded timeline.
-pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, BackendError> {
-    // Virtual milliseconds: now (as the driver last saw it), and when time zero of the run was
-    // (after the bootstrap of a self-hosted control plane; otherwise the start).
-    let now_ms = Arc::new(AtomicU64::new(0));
-    let zero_ms = Arc::new(AtomicU64::new(0));
-    let (driver_now, zero) = (now_ms.clone(), zero_ms.clone());
-    let recorder = Recorder::new(move || {
-        turmoil::sim_elapsed()
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_else(|| driver_now.load(Ordering::SeqCst))
-            .saturating_sub(zero.load(Ordering::SeqCst))
-    });
-    recorder.record_at(
-        0,
-        EventKind::RunStarted {
-            scenario: s.name.clone(),
-            backend: "sim".into(),
-            seed: opts.seed,
-            version: env!("CARGO_PKG_VERSION").into(),
-            duration_ms: plan.duration.as_millis() as u64,
-        },
-    );
+/// The simulated cluster as a backend: a fresh simulation for each run.
+#[derive(Debug, Default)]
+pub struct Sim {
+    opts: SimOptions,
+    /// Virtual milliseconds: now (as the driver last saw it), and when time zero of the run was
+    /// (after the bootstrap of a self-hosted control plane; otherwise the start).
+    now_ms: Arc<AtomicU64>,
+    zero_ms: Arc<AtomicU64>,
+}
 
+impl Sim {
+    /// A simulated cluster with these options.
+    pub fn new(opts: SimOptions) -> Sim {
+        Sim {
+            opts,
+            ..Default::default()
+        }
+    }
+}
+
+impl Backend for Sim {
+    type World = SimWorld<'static>;
+
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn seed(&self) -> u64 {
+        self.opts.seed
+    }
+
+    fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
+        let mut problems = super::built_cluster_check(s, "sim");
+        problems.extend(check(s));
+        problems
+    }
+
+    fn recorder(&mut self) -> Recorder {
+        // A run of its own: fresh clocks.
+        self.now_ms = Arc::default();
+        self.zero_ms = Arc::default();
+        let (driver_now, zero) = (self.now_ms.clone(), self.zero_ms.clone());
+        Recorder::new(move || {
+            turmoil::sim_elapsed()
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_else(|| driver_now.load(Ordering::SeqCst))
+                .saturating_sub(zero.load(Ordering::SeqCst))
+        })
+    }
+
+    fn start(
+        &mut self,
+        s: &Scenario,
+        plan: &Plan,
+        recorder: &Recorder,
+        _: &mut dyn Progress,
+    ) -> Result<Ready<SimWorld<'static>>, BackendError> {
+        start(s, plan, &self.opts, recorder, &self.now_ms, &self.zero_ms)
+    }
+
+    fn finish(
+        &mut self,
+        _: SimWorld<'static>,
+        _: Duration,
+        _: &mut dyn Progress,
+    ) -> Result<String, BackendError> {
+        Ok("the simulation ended".into())
+    }
+}
+
+/// A fresh simulated cluster for a validated scenario, bootstrapped (self-hosted) and observed.
+fn start(
+    s: &Scenario,
+    plan: &Plan,
+    opts: &SimOptions,
+    recorder: &Recorder,
+    now_ms: &Arc<AtomicU64>,
+    zero_ms: &Arc<AtomicU64>,
+) -> Result<Ready<SimWorld<'static>>, BackendError> {
     let mut sim = turmoil::Builder::new()
         .simulation_duration(plan.duration + Duration::from_secs(3600))
         .tick_duration(opts.tick)
@@ -322,23 +402,17 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
 
     let (tx, rx) = mpsc::unbounded_channel();
     let rx = std::cell::RefCell::new(Some(rx));
-    let observer_recorder = recorder.clone();
-    let leases: std::collections::BTreeSet<String> =
-        s.leases().keys().map(|l| l.to_string()).collect();
-    let deployments = s.deployments();
+    // The sim's network carries each exchange whole within a client's timeout: short watches.
+    let observer = Observer {
+        watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
+        ..Observer::of(s, recorder.clone(), run_epoch)
+    };
     sim.host("kubechaos", move || {
         let rx = rx
             .borrow_mut()
             .take()
             .expect("the observer host is never restarted");
-        let obs = Observer {
-            recorder: observer_recorder.clone(),
-            epoch: run_epoch,
-            deployments: deployments.clone(),
-            leases: leases.clone(),
-            watch_timeout: apiserver::WATCH_MAX.as_secs() as u32,
-            holder_names: Default::default(),
-        };
+        let obs = observer.clone();
         async move {
             obs.run(SimTransport::client(process::REQUEST_TIMEOUT), rx)
                 .await;
@@ -348,6 +422,8 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
 
     let world = SimWorld {
         sim,
+        now_ms: now_ms.clone(),
+        zero,
         containers,
         store,
         etcd_ok,
@@ -355,29 +431,10 @@ pub fn run(s: &Scenario, plan: &Plan, opts: &SimOptions) -> Result<Vec<Event>, B
         etcd_cuts: BTreeSet::new(),
         commands: tx,
     };
-    let mut driver = Driver::new(world, recorder.clone(), names);
-    let mut next = 0;
-    loop {
-        let elapsed = driver.world.sim.elapsed();
-        now_ms.store(elapsed.as_millis() as u64, Ordering::SeqCst);
-        let now = elapsed.saturating_sub(zero);
-        while next < plan.actions.len() && plan.actions[next].at <= now {
-            driver.apply(s, &plan.actions[next].kind, now);
-            next += 1;
-        }
-        driver.supervise(now);
-        if now >= plan.duration {
-            break;
-        }
-        driver
-            .world
-            .sim
-            .step()
-            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
-    }
-    let end = plan.duration.as_millis() as u64;
-    recorder.record_at(end, EventKind::RunEnded {});
-    Ok(recorder.snapshot())
+    Ok(Ready {
+        world,
+        processes: names,
+    })
 }
 
 /// How long (virtual) the bootstrap of a self-hosted control plane may take.
