@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::{html, live};
 use kubechaos_core::scenario;
-use kubechaos_engine::run::{sim, DEFAULT_SEED};
+use kubechaos_engine::backend::sim::run as sim;
+use kubechaos_engine::run::DEFAULT_SEED;
 
 const HOUR: &str = "name: an-hour
 cluster:

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kubechaos_core::scenario;
-use kubechaos_engine::run::sim;
+use kubechaos_engine::backend::sim::run as sim;
 
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

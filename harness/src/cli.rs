@@ -1670,7 +1670,7 @@ fn cluster_status() -> i32 {
                 let ready = nodes
                     .items
                     .iter()
-                    .filter(|n| kubechaos_engine::backend::sim::scheduler::schedulable(n))
+                    .filter(|n| kubechaos_engine::kubeclient::schedulable(n))
                     .count();
                 println!(
                     "  nodes: {ready}/{} Ready and schedulable",

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use kubechaos_core::invariants::judge;
 use kubechaos_core::scenario;
-use kubechaos_engine::run::sim;
+use kubechaos_engine::backend::sim::run as sim;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

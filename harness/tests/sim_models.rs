@@ -14,10 +14,11 @@ use kubechaos_core::scenario;
 use kubechaos_engine::backend::sim::apiserver::ApiServer;
 use kubechaos_engine::backend::sim::net::SimTransport;
 use kubechaos_engine::backend::sim::process::Proc;
+use kubechaos_engine::backend::sim::run as sim;
 use kubechaos_engine::backend::sim::store::Store;
 use kubechaos_engine::backend::sim::{controller_manager, epoch, node, scheduler};
 use kubechaos_engine::clock::{Clock, SimClock};
-use kubechaos_engine::run::{sim, DEFAULT_SEED};
+use kubechaos_engine::run::DEFAULT_SEED;
 
 fn play(yaml: &str) -> (Vec<Event>, Vec<kubechaos_core::invariants::Verdict>) {
     let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid scenario");

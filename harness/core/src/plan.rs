@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::scenario::{Invariant, Scenario};
+use crate::scenario::Scenario;
 
 /// What to do at a moment of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,10 +61,7 @@ impl Plan {
             }
         }
         for (invariant, inv) in s.expect.iter().enumerate() {
-            if matches!(
-                inv.value,
-                Invariant::Schedulable(_) | Invariant::Unschedulable(_)
-            ) {
+            if inv.value.probes() {
                 actions.push(Planned {
                     at: s.planned_anchor(&inv.value),
                     kind: PlannedKind::Probe { invariant },

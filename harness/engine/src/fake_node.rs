@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
-use crate::backend::driver::{backoff, BACKOFF_RESET};
+use crate::backoff::{backoff, BACKOFF_RESET};
 use crate::clock::Clock;
 use crate::selfhosted::component_of_image;
 use kubechaos_core::scenario::Component;
@@ -376,11 +376,7 @@ pub async fn heartbeat(
                 .await?;
         }
         Some(n) => {
-            let ready = n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let ready = crate::kubeclient::node_ready(&n);
             if !ready {
                 let mut n = n;
                 n.status = ready_node(name, clock).status;

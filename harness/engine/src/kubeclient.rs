@@ -59,6 +59,26 @@ pub async fn lease_holder(
         .filter(|h| !h.is_empty()))
 }
 
+/// Whether a node's Ready condition is True.
+pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether a node can take new pods: Ready, not cordoned, without a `NoSchedule` or `NoExecute`
+/// taint (what the scheduler's filters ask of a pod without tolerations).
+pub fn schedulable(n: &k8s_openapi::api::core::v1::Node) -> bool {
+    let spec = n.spec.as_ref();
+    let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    let tainted = spec.and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
+        ts.iter()
+            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+    });
+    node_ready(n) && !cordoned && !tainted
+}
+
 /// Whether a pod's Ready condition is True.
 pub fn pod_ready(p: &Pod) -> bool {
     p.status

@@ -9,12 +9,13 @@
 //! What runs the same in the sim and against real API servers: [`elector`], [`agent`],
 //! [`fake_node`] (fake nodes and their node agent), [`selfhosted`] (a self-hosted control plane's
 //! Deployments and bootstrap), [`recover`] (disaster recovery) and [`kubeclient`] (the
-//! Kubernetes helpers they share). [`clock`] is injectable time; [`config`] is kubechaos's own
-//! configuration file.
+//! Kubernetes helpers they share), [`backoff`] (the kubelet's restart back-off). [`clock`] is
+//! injectable time; [`config`] is kubechaos's own configuration file.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod backend;
+pub mod backoff;
 pub mod clock;
 pub mod config;
 pub mod elector;

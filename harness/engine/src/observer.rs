@@ -543,11 +543,7 @@ impl Observer {
 
     fn node(&self, seen: &mut BTreeMap<String, (bool, bool)>, n: &Node) {
         let name = n.metadata.name.clone().unwrap_or_default();
-        let ready = n
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let ready = crate::kubeclient::node_ready(n);
         let tainted = n
             .spec
             .as_ref()

@@ -277,13 +277,6 @@ pub fn suffix() -> String {
         .collect()
 }
 
-fn ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// Check that `node` exists and is Ready, and that it has the labels a template's
 /// `nodeSelector` asks for (the kubelet rejects a pre-bound pod that does not fit its node).
 pub async fn check_node(
@@ -298,7 +291,7 @@ pub async fn check_node(
         .items;
     let ready_names: Vec<String> = nodes
         .iter()
-        .filter(|n| ready(n))
+        .filter(|n| crate::kubeclient::node_ready(n))
         .filter_map(|n| n.metadata.name.clone())
         .collect();
     let expected = if ready_names.is_empty() {
@@ -314,7 +307,7 @@ pub async fn check_node(
             "node {node} does not exist; {expected}"
         )));
     };
-    if !ready(n) {
+    if !crate::kubeclient::node_ready(n) {
         return Err(RecoverError::Refused(format!(
             "node {node} is not Ready; {expected}"
         )));

@@ -116,15 +116,6 @@ pub fn run(
     Ok(Outcome::judge(s, plan, events, started.elapsed()))
 }
 
-/// Play a validated scenario on the simulated cluster with `seed` (the default step), quietly.
-pub fn sim(s: &Scenario, seed: u64) -> Result<Outcome, BackendError> {
-    let mut sim = crate::backend::sim::Sim::new(crate::backend::sim::SimOptions {
-        seed,
-        ..Default::default()
-    });
-    run(s, &mut sim, &mut |_: &str| {})
-}
-
 /// The run skeleton: start, play the plan at the world's time, end. Returns the recorded
 /// timeline; an interrupted run's timeline comes with [`BackendError::Interrupted`].
 pub fn play<B: Backend>(
@@ -255,7 +246,7 @@ mod tests {
     fn the_elector_logs_acquiring_and_losing_its_lease() {
         let yaml = "name: t\ncluster: {nodes: 0, agents: [{name: agent, replicas: 1, lease: default/agent-lock}]}\nfaults:\n  - {at: 10s, api-server: stop, for: 30s}\n";
         let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid");
-        sim(&s, DEFAULT_SEED).expect("runs");
+        crate::backend::sim::run(&s, DEFAULT_SEED).expect("runs");
         assert!(logs_contain(
             "successfully acquired lease lease=default/agent-lock identity=agent-0_1"
         ));

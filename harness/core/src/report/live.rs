@@ -9,9 +9,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::events::{fmt_ms, identity_process, Event, EventKind};
-use crate::invariants::judge;
+use crate::invariants::{self, judge, Watch};
 use crate::plan::{Plan, PlannedKind};
-use crate::scenario::{Invariant, Scenario};
+use crate::scenario::Scenario;
 
 /// Where a real-time run is.
 pub struct Status<'a> {
@@ -164,32 +164,28 @@ pub fn view(st: &Status<'_>) -> View {
             let label = inv.value.label();
             let opens = s.planned_anchor(&inv.value).as_millis() as u64;
             let deadline = opens + inv.value.window().as_millis() as u64;
-            let window = match &inv.value {
+            let watch = invariants::watch(&inv.value);
+            let window = match watch {
                 // Decided by a violation; holds so far until the run ends.
-                Invariant::SingleLeader(_) => {
-                    if v.held {
-                        Window::Holding {
-                            until_ms: st.plan.duration.as_millis() as u64,
-                        }
-                    } else {
-                        Window::Decided {
-                            held: false,
-                            message: v.message,
-                        }
-                    }
-                }
+                Watch::WholeRun if v.held => Window::Holding {
+                    until_ms: st.plan.duration.as_millis() as u64,
+                },
+                Watch::WholeRun => Window::Decided {
+                    held: false,
+                    message: v.message,
+                },
                 _ if now_ms < opens || st.applied < anchor_applied(st.plan, opens) => {
                     Window::Waiting { opens_ms: opens }
                 }
                 // Holds only if nothing happens for the whole window.
-                Invariant::Unschedulable(_) if now_ms < deadline && v.held => Window::Open {
+                Watch::WholeWindow if now_ms < deadline && v.held => Window::Open {
                     deadline_ms: deadline,
                 },
                 _ if v.held || now_ms >= deadline => Window::Decided {
                     held: v.held,
                     message: v.message,
                 },
-                _ => Window::Open {
+                Watch::UntilHeld | Watch::WholeWindow => Window::Open {
                     deadline_ms: deadline,
                 },
             };

@@ -961,6 +961,28 @@ mod tests {
     }
 
     #[test]
+    fn every_invariant_key_decodes_to_the_invariant_of_that_key() {
+        let written = [
+            "leader-reacquired: {lease: default/a, within: 1m}",
+            "schedulable: {within: 1m}",
+            "unschedulable: {for: 10s}",
+            "single-leader: {lease: kube-system/kube-scheduler}",
+        ];
+        let yaml = format!(
+            "name: t\ncluster:\n  nodes: 1\n  components: {{kube-scheduler: {{replicas: 1}}}}\n  agents: [{{name: a, replicas: 1, lease: default/a}}]\nexpect:\n{}",
+            written.map(|w| format!("  - {w}\n")).concat()
+        );
+        let s = crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let keys: Vec<&str> = s.expect.iter().map(|i| i.value.key()).collect();
+        let expected: Vec<&str> = written.map(|w| w.split(':').next().unwrap()).to_vec();
+        assert_eq!(keys, expected);
+        // `available` needs a Deployment, which only a self-hosted cluster has here.
+        let all: std::collections::BTreeSet<&str> =
+            expected.into_iter().chain(["available"]).collect();
+        assert_eq!(all, INVARIANT_KEYS.iter().copied().collect());
+    }
+
+    #[test]
     fn targets_follow_their_grammar() {
         use crate::scenario::{Component::KubeScheduler, Selector};
         let ok = [

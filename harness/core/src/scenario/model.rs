@@ -664,6 +664,16 @@ impl Invariant {
         }
     }
 
+    /// Whether the invariant needs a probe pod, created at its anchor.
+    pub fn probes(&self) -> bool {
+        match self {
+            Invariant::Schedulable(_) | Invariant::Unschedulable(_) => true,
+            Invariant::LeaderReacquired(_)
+            | Invariant::SingleLeader(_)
+            | Invariant::Available(_) => false,
+        }
+    }
+
     /// How long after its anchor the invariant needs to be watched.
     pub fn window(&self) -> Duration {
         match self {

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::backoff::{backoff, BACKOFF_RESET};
 use crate::fake_node::ContainerOp;
 use crate::observer::Command;
 use kubechaos_core::events::{EventKind, Recorder};
@@ -65,14 +66,6 @@ pub trait World {
     /// component `c` (every pod, or only the pod named `only`). Returns the pods touched.
     fn containers(&mut self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String>;
 }
-
-/// kubelet's container restart back-off (`pkg/kubelet`: 10s initial, doubling, at most 5 minutes).
-pub fn backoff(restarts: u32) -> Duration {
-    Duration::from_secs(10u64.saturating_mul(1u64 << restarts.min(5)).min(300))
-}
-
-/// The back-off resets after this long running (kubelet: 10 minutes).
-pub const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -612,13 +605,6 @@ mod tests {
                 _ => None,
             })
             .collect()
-    }
-
-    #[test]
-    fn the_kubelet_back_off_doubles_to_five_minutes_and_resets_after_ten() {
-        let secs: Vec<u64> = (0..8).map(|r| backoff(r).as_secs()).collect();
-        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
-        assert_eq!(BACKOFF_RESET, Duration::from_secs(600));
     }
 
     #[test]

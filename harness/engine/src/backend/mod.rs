@@ -86,18 +86,13 @@ pub(crate) fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, Stri
                     )));
                 }
                 Target::Component(c, sel) if s.cluster.self_hosted => {
-                    let indexed = matches!(sel, kubechaos_core::scenario::Selector::Index(_));
-                    let what = match &step.action {
-                        Action::Partition(_) => Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)"),
-                        Action::Kill(_) | Action::Remove(_) | Action::Start(_) if indexed => Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`"),
-                        Action::Kill(_) | Action::Remove(_) | Action::Start(_) => None,
-                        // These name no component.
-                        Action::ApiServer(_)
-                        | Action::Etcd(_)
-                        | Action::Heal(_)
-                        | Action::DeletePods(_)
-                        | Action::Recover(_)
-                        | Action::Bind(_) => None,
+                    // Any step that names a component's processes names its pods here.
+                    let what = if let Action::Partition(_) = step.action {
+                        Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)")
+                    } else if let kubechaos_core::scenario::Selector::Index(_) = sel {
+                        Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`")
+                    } else {
+                        None
                     };
                     if let Some(what) = what {
                         problems.push((pos, format!(

@@ -542,11 +542,25 @@ mod tests {
         let bin = dir.path().join("docker");
         std::fs::write(
             &bin,
-            format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n", log.display()),
+            format!(
+                "#!/bin/sh\n[ \"$1\" = __ready ] && exit 0\nprintf '%s\\n' \"$*\" >> {}\n",
+                log.display()
+            ),
         )
         .expect("stand-in");
         std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod");
+        // A child forked by a test on another thread while the script was open for writing
+        // holds it open until it execs: running it then fails with ETXTBSY. Wait for that to pass.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::process::Command::new(&bin)
+            .arg("__ready")
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(Instant::now() < deadline, "the docker stand-in never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         (dir, Docker::at(bin), log)
     }
 

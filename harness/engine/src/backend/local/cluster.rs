@@ -31,6 +31,7 @@ use tokio::process::Child;
 use super::build;
 use super::pki::{self, Pki};
 use super::pods::{self, signal_group, LocalContainers};
+pub use super::pods::{Hooks, Quiet, STOP_GRACE};
 use super::proxy::Proxy;
 use crate::backend::driver::{API_SERVER, ETCD};
 use crate::clock::SystemClock;
@@ -160,31 +161,11 @@ enum Kind {
     Node,
 }
 
-/// Told about what the processes do: starts, and every line they print.
-pub trait Hooks: Send + Sync {
-    /// Incarnation `incarnation` (from 1) of `process` started.
-    fn started(&self, _process: &str, _incarnation: u32) {}
-    /// A line of a process's output (stdout or stderr), as it is printed.
-    fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
-    /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
-    /// the ends of the processes it supervises itself.
-    fn exited(&self, _process: &str, _reason: &str) {}
-}
-
-/// Hooks that do nothing (`cluster up`).
-pub struct Quiet;
-impl Hooks for Quiet {}
-
 /// The context name written into kubeconfigs.
 pub const CONTEXT: &str = "kubechaos-local";
 
 /// How long `up` waits for the control plane to be ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// How long a gracefully stopped process may take to exit before it is killed (the kubelet's
-/// default `terminationGracePeriodSeconds`). kube-apiserver can take that long: it drains open
-/// watches before it exits.
-pub const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// How long `start` waits for a stopped process that has not exited yet before it kills it: the
 /// plan says when the process runs again, and it must not slip by a long shutdown.
@@ -784,7 +765,7 @@ impl LocalCluster {
                 let ok = nodes
                     .iter()
                     .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
-                    .is_some_and(crate::backend::sim::scheduler::schedulable);
+                    .is_some_and(crate::kubeclient::schedulable);
                 if !ok {
                     missing.push(format!("{name} not Ready and schedulable"));
                 }

@@ -17,10 +17,29 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
-use super::cluster::{Hooks, STOP_GRACE};
 use crate::fake_node::{ContainerOp, Containers, PodBook};
 use crate::selfhosted::HOST_CONFIG_DIR;
 use kubechaos_core::scenario::Component;
+
+/// Told about what the processes do: starts, and every line they print.
+pub trait Hooks: Send + Sync {
+    /// Incarnation `incarnation` (from 1) of `process` started.
+    fn started(&self, _process: &str, _incarnation: u32) {}
+    /// A line of a process's output (stdout or stderr), as it is printed.
+    fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
+    /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
+    /// the ends of the processes it supervises itself.
+    fn exited(&self, _process: &str, _reason: &str) {}
+}
+
+/// Hooks that do nothing (`cluster up`).
+pub struct Quiet;
+impl Hooks for Quiet {}
+
+/// How long a gracefully stopped process may take to exit before it is killed (the kubelet's
+/// default `terminationGracePeriodSeconds`). kube-apiserver can take that long: it drains open
+/// watches before it exits.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// Send a signal to a child's process group (it leads its own).
 pub fn signal_group(child: &Child, sig: Signal) {

@@ -190,6 +190,16 @@ impl World for SimWorld<'_> {
     }
 }
 
+/// Play a validated scenario on a fresh simulated cluster with `seed` (the default step) and
+/// judge it.
+pub fn run(s: &Scenario, seed: u64) -> Result<crate::run::Outcome, BackendError> {
+    let mut sim = Sim::new(SimOptions {
+        seed,
+        ..Default::default()
+    });
+    crate::run::run(s, &mut sim, &mut |_: &str| {})
+}
+
 /// The simulated cluster as a backend: a fresh simulation for each run.
 #[derive(Debug, Default)]
 pub struct Sim {

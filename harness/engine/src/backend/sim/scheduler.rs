@@ -41,22 +41,6 @@ async fn schedule_loop(client: kube::Client) {
     }
 }
 
-/// Whether a node can take new pods.
-pub fn schedulable(node: &Node) -> bool {
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    let spec = node.spec.as_ref();
-    let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
-    let tainted = spec.and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
-        ts.iter()
-            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-    });
-    ready && !cordoned && !tainted
-}
-
 async fn schedule_once(client: &kube::Client) -> Result<(), kube::Error> {
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default())
@@ -81,7 +65,7 @@ async fn schedule_once(client: &kube::Client) -> Result<(), kube::Error> {
     let mut load: BTreeMap<String, usize> = nodes
         .items
         .iter()
-        .filter(|n| schedulable(n))
+        .filter(|n| crate::kubeclient::schedulable(n))
         .filter_map(|n| n.metadata.name.clone())
         .map(|n| (n, 0))
         .collect();

@@ -1,0 +1,101 @@
+//! `leader-reacquired: {lease, within, after}`: within D of the anchor, a live candidate holds
+//! the Lease and renews it. A violation says who held it last, whether that process still runs,
+//! and whether the candidates are alive but none is trying (the seed's bug).
+
+use super::{Timeline, Watch};
+use crate::events::{fmt_ms, identity_process, EventKind};
+use crate::scenario::duration::human;
+use crate::scenario::{LeaderReacquired, Scenario};
+
+/// Decided once a live candidate holds and renews the Lease.
+pub(super) const WATCH: Watch = Watch::UntilHeld;
+
+pub(super) fn judge(
+    tl: &Timeline<'_>,
+    s: &Scenario,
+    i: &LeaderReacquired,
+    anchor: u64,
+    deadline: u64,
+) -> (bool, String) {
+    let (lease, within) = (&i.lease, i.within);
+    let name = lease.to_string();
+    let mut last: Option<(u64, Option<String>, Option<u64>)> = None;
+    for e in tl.events {
+        let EventKind::LeaseObserved {
+            lease: l,
+            holder,
+            renew_ms,
+            ..
+        } = &e.kind
+        else {
+            continue;
+        };
+        if *l != name {
+            continue;
+        }
+        if e.t_ms > deadline {
+            break;
+        }
+        last = Some((e.t_ms, holder.clone(), *renew_ms));
+        if e.t_ms < anchor {
+            continue;
+        }
+        if let (Some(h), Some(r)) = (holder, renew_ms) {
+            if *r >= anchor && tl.alive(h, e.t_ms) {
+                let after = e.t_ms.saturating_sub(anchor);
+                return (
+                    true,
+                    format!(
+                        "held by {} (renewed at {}), {} after the anchor at {} (limit {})",
+                        identity_process(h),
+                        fmt_ms(*r),
+                        human(std::time::Duration::from_millis(after)),
+                        fmt_ms(anchor),
+                        human(within)
+                    ),
+                );
+            }
+        }
+    }
+    let candidates = tl.candidates(s, lease);
+    let alive = tl.running(&candidates, deadline);
+    let seen = match last {
+        None => "the lease was never observed".to_owned(),
+        Some((_, None, _)) => "the lease had no holder".to_owned(),
+        Some((_, Some(h), renew)) => format!(
+            "last holder {} (process {}), last renewal {}",
+            h,
+            if tl.alive(&h, deadline) {
+                "still running"
+            } else {
+                "not running"
+            },
+            renew
+                .map(|r| format!("at {}", fmt_ms(r)))
+                .unwrap_or_else(|| "never".into())
+        ),
+    };
+    let alive_text = if alive.is_empty() {
+        "no candidate was running".to_owned()
+    } else if alive.len() == candidates.len() {
+        format!(
+            "every candidate is alive ({}) but none is trying: none renewed or acquired the lease",
+            alive.join(", ")
+        )
+    } else {
+        format!(
+            "candidates running at the deadline: {} of {} (none of them renewed or acquired the lease)",
+            alive.join(", "),
+            candidates.join(", ")
+        )
+    };
+    (
+        false,
+        format!(
+            "lease {name} was not re-acquired within {} of the anchor at {} (deadline {}): {seen}; {alive_text}",
+            human(within),
+            fmt_ms(anchor),
+            fmt_ms(deadline)
+        ),
+    )
+}

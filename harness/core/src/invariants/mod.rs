@@ -1,0 +1,283 @@
+//! Invariants, judged after the run on the recorded timeline. This code does not know which
+//! backend produced the events: the sim, a local control plane and a kind cluster are judged
+//! alike.
+//!
+//! One module per invariant, with its judgement and how the live view watches it ([`Watch`]);
+//! this module holds what they share: the facts derived from the timeline ([`Timeline`]) and the
+//! dispatch over the scenario model's [`Invariant`].
+
+mod available;
+mod leader_reacquired;
+mod schedulable;
+mod single_leader;
+mod unschedulable;
+
+use std::collections::BTreeMap;
+
+use crate::events::{identity_process, Event, EventKind};
+use crate::scenario::{Invariant, LeaseRef, Scenario};
+
+/// The verdict on one invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Index in `expect:`.
+    pub index: usize,
+    /// `leader-reacquired kube-system/kube-scheduler`.
+    pub label: String,
+    /// Whether it held.
+    pub held: bool,
+    /// The measured figure (held) or what was expected, what was seen, and when (violated).
+    pub message: String,
+    /// When the window opened (ms since start), if the invariant has one.
+    pub anchor_ms: Option<u64>,
+    /// When the window closed (ms since start), if the invariant has one.
+    pub deadline_ms: Option<u64>,
+}
+
+/// Facts derived from the timeline that several invariants use.
+pub(crate) struct Timeline<'a> {
+    events: &'a [Event],
+    end_ms: u64,
+    /// Moment the last fault ended: the last `fault-applied` event.
+    last_fault_ms: u64,
+    /// Moment each step id was applied.
+    step_ms: BTreeMap<String, u64>,
+}
+
+impl<'a> Timeline<'a> {
+    fn new(events: &'a [Event]) -> Self {
+        let mut last_fault_ms = 0;
+        let mut step_ms = BTreeMap::new();
+        let mut end_ms = 0;
+        for e in events {
+            end_ms = end_ms.max(e.t_ms);
+            if let EventKind::FaultApplied { id, undo, .. } = &e.kind {
+                last_fault_ms = last_fault_ms.max(e.t_ms);
+                if let (Some(id), false) = (id, undo) {
+                    step_ms.entry(id.clone()).or_insert(e.t_ms);
+                }
+            }
+        }
+        Timeline {
+            events,
+            end_ms,
+            last_fault_ms,
+            step_ms,
+        }
+    }
+
+    fn anchor(&self, inv: &Invariant) -> u64 {
+        match inv.after() {
+            Some(id) => self.step_ms.get(id).copied().unwrap_or(self.end_ms),
+            None => self.last_fault_ms,
+        }
+    }
+
+    /// The incarnation of `process` running at `t`, if it is running.
+    fn incarnation_at(&self, process: &str, t: u64) -> Option<u32> {
+        let mut running = None;
+        for e in self.events.iter().take_while(|e| e.t_ms <= t) {
+            match &e.kind {
+                EventKind::ProcessStarted {
+                    process: p,
+                    incarnation,
+                } if p == process => running = Some(*incarnation),
+                EventKind::ProcessExited { process: p, .. } if p == process => running = None,
+                _ => {}
+            }
+        }
+        running
+    }
+
+    /// Whether `identity`'s process is running, in that incarnation, at `t`. A process the
+    /// timeline never mentions (on an existing cluster, kubechaos sees Leases, not processes)
+    /// counts as running: its renewals are the evidence.
+    fn alive(&self, identity: &str, t: u64) -> bool {
+        let process = identity_process(identity);
+        let mentioned = self.events.iter().any(|e| match &e.kind {
+            EventKind::ProcessStarted { process: p, .. }
+            | EventKind::ProcessExited { process: p, .. } => p == process,
+            _ => false,
+        });
+        if !mentioned {
+            return true;
+        }
+        let wanted = identity
+            .rsplit_once('_')
+            .and_then(|(_, i)| i.parse::<u32>().ok());
+        match (self.incarnation_at(process, t), wanted) {
+            (Some(running), Some(wanted)) => running == wanted,
+            (running, _) => running.is_some(),
+        }
+    }
+
+    /// The processes that compete for a lease: the scenario's replicas, or for a self-hosted
+    /// component every pod of it that ran (its name starts with the component's).
+    fn candidates(&self, s: &Scenario, lease: &LeaseRef) -> Vec<String> {
+        let component = crate::scenario::Component::ALL
+            .into_iter()
+            .find(|c| &c.lease() == lease);
+        match component {
+            Some(c) if s.cluster.self_hosted => {
+                let prefix = format!("{}-", c.name());
+                let mut out: Vec<String> = Vec::new();
+                for e in self.events {
+                    if let EventKind::ProcessStarted { process, .. } = &e.kind {
+                        if process.starts_with(&prefix) && !out.contains(process) {
+                            out.push(process.clone());
+                        }
+                    }
+                }
+                out
+            }
+            _ => s.candidates(lease),
+        }
+    }
+
+    /// The probe pod of invariant `index`: when it was created, and its name.
+    fn probe_pod(&self, index: usize) -> Option<(u64, String)> {
+        self.events.iter().find_map(|e| match &e.kind {
+            EventKind::ProbeCreated { invariant, pod } if *invariant == index => {
+                Some((e.t_ms, pod.clone()))
+            }
+            _ => None,
+        })
+    }
+
+    /// When `pod` was bound, and to which node.
+    fn bound(&self, pod: &str) -> Option<(u64, String)> {
+        self.events.iter().find_map(|e| match &e.kind {
+            EventKind::PodBound { pod: p, node } if p == pod => Some((e.t_ms, node.clone())),
+            _ => None,
+        })
+    }
+
+    /// Candidate processes running at `t`.
+    fn running(&self, candidates: &[String], t: u64) -> Vec<String> {
+        candidates
+            .iter()
+            .filter(|c| self.incarnation_at(c, t).is_some())
+            .cloned()
+            .collect()
+    }
+}
+
+/// How the live view watches an invariant while a run plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// Decided once it holds; violated when its deadline passes first.
+    UntilHeld,
+    /// Holds only if nothing happens for its whole window; a violation decides it at once.
+    WholeWindow,
+    /// Watched until the run ends; a violation decides it at once.
+    WholeRun,
+}
+
+/// How the live view watches `inv`.
+pub fn watch(inv: &Invariant) -> Watch {
+    match inv {
+        Invariant::LeaderReacquired(_) => leader_reacquired::WATCH,
+        Invariant::Schedulable(_) => schedulable::WATCH,
+        Invariant::Unschedulable(_) => unschedulable::WATCH,
+        Invariant::SingleLeader(_) => single_leader::WATCH,
+        Invariant::Available(_) => available::WATCH,
+    }
+}
+
+/// Judge every invariant of a scenario on a recorded timeline.
+pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
+    let tl = Timeline::new(events);
+    s.expect
+        .iter()
+        .enumerate()
+        .map(|(index, inv)| {
+            // The window: from the anchor (a step's time, or the last fault's end) for as long as
+            // the invariant says; `single-leader` has none (it is judged over the whole run).
+            let anchor = tl.anchor(&inv.value);
+            let deadline = anchor + inv.value.window().as_millis() as u64;
+            let window = Some(anchor).zip(Some(deadline));
+            let ((held, message), window) = match &inv.value {
+                Invariant::LeaderReacquired(i) => (
+                    leader_reacquired::judge(&tl, s, i, anchor, deadline),
+                    window,
+                ),
+                Invariant::SingleLeader(i) => (single_leader::judge(&tl, i), None),
+                Invariant::Schedulable(i) => {
+                    (schedulable::judge(&tl, i, index, anchor, deadline), window)
+                }
+                Invariant::Unschedulable(i) => (
+                    unschedulable::judge(&tl, i, index, anchor, deadline),
+                    window,
+                ),
+                Invariant::Available(i) => (available::judge(&tl, i, anchor, deadline), window),
+            };
+            Verdict {
+                index,
+                label: inv.value.label(),
+                held,
+                message,
+                anchor_ms: window.map(|w| w.0),
+                deadline_ms: window.map(|w| w.1),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(t_ms: u64, available: u32, reported: u32, ready_pods: u32) -> Event {
+        Event {
+            t_ms,
+            kind: EventKind::DeploymentObserved {
+                deployment: "kube-system/s".into(),
+                available,
+                desired: 2,
+                reported,
+                ready_pods,
+            },
+        }
+    }
+
+    fn judge_available(events: &[Event], anchor: u64) -> (bool, String) {
+        let tl = Timeline::new(events);
+        let inv = crate::scenario::Available {
+            deployment: "kube-system/s".into(),
+            within: std::time::Duration::from_secs(30),
+            after: None,
+        };
+        available::judge(&tl, &inv, anchor, anchor + 30_000)
+    }
+
+    #[test]
+    fn availability_seen_before_the_anchor_still_holds_at_it() {
+        let (held, msg) = judge_available(&[seen(1_000, 2, 2, 2)], 10_000);
+        assert!(held, "{msg}");
+        assert!(msg.contains("0ms after the anchor"), "{msg}");
+    }
+
+    #[test]
+    fn a_stale_status_without_ready_pods_is_not_availability() {
+        let (held, msg) = judge_available(&[seen(1_000, 2, 2, 2), seen(5_000, 0, 2, 0)], 10_000);
+        assert!(!held);
+        assert!(msg.contains("a status ahead of the pods is stale"), "{msg}");
+    }
+
+    #[test]
+    fn availability_regained_within_the_window_holds_with_its_delay() {
+        let events = [
+            seen(5_000, 0, 0, 0),
+            seen(22_000, 1, 1, 2),
+            seen(25_000, 2, 2, 2),
+        ];
+        let (held, msg) = judge_available(&events, 10_000);
+        assert!(held, "{msg}");
+        assert!(
+            msg.contains("15") && msg.contains("after the anchor"),
+            "{msg}"
+        );
+        let (held, _) = judge_available(&events[..2], 10_000);
+        assert!(!held);
+    }
+}
