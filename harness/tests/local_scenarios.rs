@@ -1,6 +1,6 @@
 //! Every shipped scenario on the local backend (upstream etcd, kube-apiserver, kube-scheduler and
 //! kube-controller-manager as processes), and the same scenario on the sim: the verdicts must
-//! agree, invariant by invariant. These take real time (a scenario's duration plus about 15s
+//! agree, invariant by invariant. These take real time (a scenario's duration plus about 5s
 //! each); they need the pinned binaries (`ci/test` builds them first) and fail, never skip,
 //! when the control plane cannot start.
 

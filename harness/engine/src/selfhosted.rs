@@ -33,6 +33,14 @@ pub const KUBERNETES_VERSION: &str = "v1.37.2";
 pub const NAMESPACE: &str = "kube-system";
 /// Suffix of the bootstrap pods' names: `kube-scheduler-bootstrap`.
 pub const BOOTSTRAP: &str = "bootstrap";
+/// The leader-election flags of the bootstrap pods: a short lease, so that the Deployments' own
+/// pods take over soon after the bootstrap pods are deleted. (The sim's component models keep
+/// upstream's 15 s whatever their flags; their hand-over costs only virtual time.)
+pub const BOOTSTRAP_LEASE: [&str; 3] = [
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=1s",
+];
 /// The host directory that the components' pods mount (kubeadm's): kubeconfigs and `pki/`.
 pub const HOST_CONFIG_DIR: &str = "/etc/kubernetes";
 
@@ -158,6 +166,19 @@ pub async fn bootstrap(
                     .await
                     .map_err(|e| e.to_string())?;
                 pod.metadata.name = Some(format!("{}-{BOOTSTRAP}", c.name()));
+                // The temporary control plane hands over quickly: its Lease expires 4 s after
+                // its pod is gone (kube-controller-manager does not release it when stopped),
+                // not the 15 s of the Deployments' own pods. Nothing judges it.
+                if let Some(container) = pod
+                    .spec
+                    .as_mut()
+                    .and_then(|spec| spec.containers.first_mut())
+                {
+                    container
+                        .args
+                        .get_or_insert_default()
+                        .extend(BOOTSTRAP_LEASE.map(str::to_owned));
+                }
                 pod.metadata.annotations.get_or_insert_default().insert(
                     "kubechaos.io/recovery".into(),
                     format!("the temporary control plane that brings deployment/{} up; deleted once it is available", c.name()),

@@ -540,6 +540,11 @@ impl LocalCluster {
                     format!("--service-account-signing-key-file={}", s(p.key("sa"))),
                     "--service-cluster-ip-range=10.96.0.0/16".into(),
                     "--authorization-mode=Node,RBAC".into(),
+                    // The admission plugin taints every new Node `not-ready` until the
+                    // node-lifecycle controller's first pass, about 5 s after it leads, removes
+                    // it. The fake nodes register Ready, before time zero, so the taint would
+                    // only hold back the start; the sim's API server does not model it either.
+                    "--disable-admission-plugins=TaintNodesByCondition".into(),
                     "--allow-privileged=true".into(),
                     "--profiling=false".into(),
                     "--v=1".into(),
@@ -795,8 +800,17 @@ impl LocalCluster {
             .chain(std::mem::take(&mut self.stopping).into_values())
             .chain(self.containers.take_all())
             .collect();
+        // A run directory that is removed needs no graceful shutdown: nothing of it is read
+        // again (kube-apiserver alone drains its watches for several seconds). One that is kept
+        // gets it, so that etcd's data and the logs end cleanly.
+        let kept = self.tempdir.is_none();
+        let signal = if kept {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
         for child in &children {
-            signal_group(child, Signal::SIGTERM);
+            signal_group(child, signal);
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         for child in &mut children {
