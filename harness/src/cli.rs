@@ -1184,11 +1184,10 @@ fn explore_cmd(args: &ExploreArgs) -> i32 {
             f.shrink_runs,
             f.path.display()
         );
-        let text = std::fs::read_to_string(&f.path).unwrap_or_default();
-        if let Some(faults) = text.split("\nfaults:\n").nth(1) {
-            for line in faults.lines() {
-                println!("  {line}");
-            }
+        let mut steps: Vec<&kubechaos_engine::explore::GenFault> = f.schedule.iter().collect();
+        steps.sort_by_key(|g| g.at_s);
+        for g in steps {
+            println!("    - {}", g.text());
         }
         println!("  violation: {}", f.message);
         let tick = if opts.tick_ms == kubechaos_engine::backend::sim::DEFAULT_TICK_MS {

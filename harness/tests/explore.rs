@@ -68,11 +68,17 @@ fn a_give_up_agent_is_found_shrunk_and_written_as_a_scenario_that_replays_it() {
         )),
         "{text}"
     );
-    let faults = text.split("\nfaults:\n").nth(1).unwrap().lines().count();
+    let steps: Vec<&str> = text.split("\nfaults:\n").nth(1).unwrap().lines().collect();
     assert!(
-        (1..=2).contains(&faults),
+        (1..=2).contains(&steps.len()),
         "shrunk to one or two faults:\n{text}"
     );
+    for step in steps {
+        assert!(
+            stdout.contains(&format!("\n  {step}\n")),
+            "the summary shows the file's step {step}:\n{stdout}"
+        );
+    }
     assert!(
         stdout.contains(&format!(
             "replay: kubechaos scenario {} --seed 3",

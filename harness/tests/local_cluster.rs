@@ -428,17 +428,25 @@ fn recover_runs_pods_without_a_scheduler_against_the_real_api_server() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let web = kubectl(
-        &dir,
-        &[
-            "get",
-            "pods",
-            "-l",
-            "app=web",
-            "-o",
-            "jsonpath={.items[0].metadata.name}",
-        ],
-    );
+    // The Deployment's own pod, once the controller-manager made it (a cluster is ready before
+    // its controllers' first passes).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let web = loop {
+        let names = kubectl(&dir, &["get", "pods", "-l", "app=web", "-o", "name"]);
+        let own = names
+            .lines()
+            .filter_map(|n| n.strip_prefix("pod/"))
+            .find(|n| !n.starts_with("web-recovery-"))
+            .map(str::to_owned);
+        if let Some(own) = own {
+            break own;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deployment/web made no pod within 60s: {names}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
     kubectl(
         &dir,
         &[

@@ -100,7 +100,7 @@ impl GenFault {
     }
 
     /// As a step of a scenario file: `{at: 5s, partition: [agent/a/0, api-server], for: 10s}`.
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let step = self.step();
         match step.for_ {
             Some(d) => format!(

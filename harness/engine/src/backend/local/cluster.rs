@@ -450,9 +450,10 @@ impl LocalCluster {
         Ok(cluster)
     }
 
-    /// Objects the run needs before anything else starts: the probe pods' namespace with its
-    /// default ServiceAccount (the ServiceAccount admission plugin refuses pods without one, and
-    /// the controller-manager that would create it may be down), and the agents' namespaces.
+    /// Objects the run needs before anything else starts: the probe pods' namespace and
+    /// `default`, each with its default ServiceAccount (the ServiceAccount admission plugin
+    /// refuses pods without one, and the controller-manager that would create it may be down or
+    /// not have run yet), and the agents' namespaces.
     async fn prepare(&self) -> Result<(), String> {
         let mut namespaces = vec![PROBE_NAMESPACE.to_owned()];
         namespaces.extend(self.spec.agents.iter().map(|a| a.lease.namespace.clone()));
@@ -470,7 +471,9 @@ impl LocalCluster {
         }
         let sa: ServiceAccount =
             serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
-        let mut sa_namespaces = vec![PROBE_NAMESPACE];
+        // `default` too: the cluster is ready before the controller-manager's first pass would
+        // make its ServiceAccount, and `kubectl run` or `kubechaos recover` there needs it.
+        let mut sa_namespaces = vec![PROBE_NAMESPACE, "default"];
         if self.spec.self_hosted {
             // The components' pods, made before any controller-manager runs.
             sa_namespaces.push(crate::selfhosted::NAMESPACE);
