@@ -1,4 +1,4 @@
-//! The bug this project exists to catch (`shared/seeds/leader-election-stops-permanently.txt`):
+//! The bug this project exists to catch (an agent that stops leading for good after an API outage):
 //! the reference agent's buggy modes fail the agent scenarios with a violation that points at
 //! the cause, and its correct mode passes, on the sim and on the real control plane. If the
 //! harness stopped catching the bug, the buggy modes would pass and these tests would fail.

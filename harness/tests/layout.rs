@@ -227,3 +227,43 @@ fn no_two_source_files_depend_on_each_other() {
         );
     }
 }
+
+/// The repository is self-contained: nothing it ships cites a path outside it (the project's
+/// shared design folder lives beside the repository, not in it).
+#[test]
+fn nothing_cites_a_path_outside_the_repository() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let this = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/layout.rs");
+    let outside = ["shared/design", "shared/seeds", "../shared"];
+    let mut found = Vec::new();
+    let mut stack = vec![repo.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    stack.push(path);
+                }
+                continue;
+            }
+            let text_file = ["rs", "md", "yml", "yaml", "toml", "json", "js", "css"]
+                .iter()
+                .any(|e| name.ends_with(&format!(".{e}")));
+            if !text_file || path.canonicalize().ok() == this.canonicalize().ok() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for (i, line) in text.lines().enumerate() {
+                if outside.iter().any(|o| line.contains(o)) {
+                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "cite the repository's own copy instead (docs/scenario-format.md, the README):\n{}",
+        found.join("\n")
+    );
+}

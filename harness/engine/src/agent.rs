@@ -1,6 +1,7 @@
 //! The leader-elected agent: hosts leader-only work that starts when it becomes leader and stops
-//! when it stops leading, with the behaviours of the first seed
-//! (`shared/seeds/leader-election-stops-permanently.txt`) selectable by mode.
+//! when it stops leading, with the behaviours of the first failure kubechaos exists for (an agent
+//! whose `LeaderElector.Run` returned after a failed renew and was never started again; README)
+//! selectable by mode.
 //!
 //! The same function runs in the simulation (over turmoil, with the simulated clock) and as a
 //! real process (`kubechaos agent`, which the local backend starts for each replica) against a

@@ -1,5 +1,5 @@
 //! Disaster recovery for control planes that lost every scheduler or controller-manager (the
-//! second seed, `shared/seeds/scheduler-controller-manager-disaster-recovery.txt`).
+//! second failure kubechaos exists for; README, "Disaster recovery").
 //!
 //! In a self-hosted cluster the scheduler and controller-manager run as workloads: with every
 //! controller-manager gone nothing turns a Deployment into pods, and with every scheduler gone

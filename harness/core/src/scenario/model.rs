@@ -1,5 +1,5 @@
-//! The scenario model: what a scenario file says, typed. Version 1 of the contract in
-//! `shared/design/scenario-format.md`.
+//! The scenario model: what a scenario file says, typed. Version 1 of the scenario format
+//! (`docs/scenario-format.md`).
 //!
 //! These types are also the source of the JSON Schema that `kubechaos schema` prints (schemars),
 //! so the schema and the model cannot drift apart. Positions are kept beside values so that
