@@ -44,7 +44,7 @@ pub trait Backend {
     /// A recorder that stamps events with the run's time (zero until the world is ready).
     fn recorder(&mut self) -> Recorder;
     /// Bring up (or reach) the world, with the observer following it. The run's time zero is
-    /// when this returns.
+    /// when this returns. If it fails, it leaves nothing behind (`finish` is not called).
     fn start(
         &mut self,
         s: &Scenario,
