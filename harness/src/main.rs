@@ -1,10 +1,65 @@
-//! The `kubechaos` binary: the command line ([`cli`]: clap and thin commands) over the core
+//! The `kubechaos` binary: the command line ([`cli`]: clap) and thin [`commands`] over the core
 //! (`kubechaos-core`: scenarios, plans, events, invariants, reports) and the engine
-//! (`kubechaos-engine`: runs, backends); [`exit`] maps results to the stable exit codes.
+//! (`kubechaos-engine`: runs, suites, backends). Each command ends in a [`failure::Verdict`] or a
+//! typed [`failure::Failure`]; [`failure::exit_code`] is the one place either becomes a stable
+//! exit code ([`exit`]).
 
 mod cli;
+mod commands;
 mod exit;
+mod failure;
+
+use clap::Parser;
+
+use cli::{Cli, ClusterCommand, Command, RecoverCommand};
+use failure::Verdict;
 
 fn main() {
-    std::process::exit(cli::main());
+    std::process::exit(run());
+}
+
+/// Parse arguments, run the command, and return its exit code.
+fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                exit::BAD_INPUT
+            } else {
+                exit::HELD
+            };
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let end = match cli.command {
+        Command::Scenario(args) => commands::run::scenario(&args),
+        Command::Suite(args) => commands::run::suite(&args),
+        Command::Explore(args) => commands::run::explore(&args),
+        Command::Report(args) => commands::run::report(&args),
+        Command::List => commands::files::list(),
+        Command::Validate {
+            paths,
+            backend,
+            provider,
+        } => commands::files::validate(&paths, backend, provider),
+        Command::Schema => {
+            print!("{}", kubechaos_core::scenario::json_schema());
+            Ok(Verdict::Held)
+        }
+        Command::Cluster(ClusterCommand::Build) => commands::cluster::build(),
+        Command::Cluster(ClusterCommand::Up(args)) => commands::cluster::up(&args),
+        Command::Cluster(ClusterCommand::Status) => commands::cluster::status(),
+        Command::Cluster(ClusterCommand::Down { dir }) => commands::cluster::down(dir.as_deref()),
+        Command::Agent(args) => commands::agent::agent(&args),
+        Command::Recover(RecoverCommand::PodFrom(args)) => commands::recover::pod_from(&args),
+        Command::Recover(RecoverCommand::Bind(args)) => commands::recover::bind(&args),
+    };
+    failure::exit_code(end)
 }

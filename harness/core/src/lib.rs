@@ -41,6 +41,7 @@
 //! reports draw.
 #![warn(missing_docs)]
 
+pub mod error;
 pub mod events;
 pub mod invariants;
 pub mod outcome;

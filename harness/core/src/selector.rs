@@ -1,6 +1,7 @@
 //! Equality-based label selectors, as `kubectl -l` takes them: `a=b`, `a==b`, `a!=b`, `a`, `!a`,
 //! joined by commas.
 
+use crate::error::SyntaxError;
 use std::collections::BTreeMap;
 
 /// One requirement of a selector.
@@ -34,14 +35,14 @@ fn valid_value(v: &str) -> bool {
 }
 
 /// Parse a selector.
-pub fn parse(text: &str) -> Result<Selector, String> {
+pub fn parse(text: &str) -> Result<Selector, SyntaxError> {
     let mut reqs = Vec::new();
     for part in text.split(',').map(str::trim) {
         if part.is_empty() {
             if text.trim().is_empty() {
                 break;
             }
-            return Err(format!("`{text}` has an empty requirement"));
+            return Err(SyntaxError(format!("`{text}` has an empty requirement")));
         }
         let req = if let Some((k, v)) = part.split_once("!=") {
             Requirement::NotEquals(k.trim().into(), v.trim().into())
@@ -59,11 +60,11 @@ pub fn parse(text: &str) -> Result<Selector, String> {
             Requirement::Exists(k) | Requirement::NotExists(k) => (k, None),
         };
         if !valid_key(key) {
-            return Err(format!("`{key}` is not a label key"));
+            return Err(SyntaxError(format!("`{key}` is not a label key")));
         }
         if let Some(v) = value {
             if !valid_value(v) {
-                return Err(format!("`{v}` is not a label value"));
+                return Err(SyntaxError(format!("`{v}` is not a label value")));
             }
         }
         reqs.push(req);

@@ -33,9 +33,35 @@ pub fn default_path() -> Option<PathBuf> {
     Some(base.join("kubechaos").join("config.yaml"))
 }
 
+/// Why the configuration file could not be used (exit 2: the user's file).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// It could not be read.
+    #[error("cannot read the configuration file {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not what kubechaos reads.
+    #[error("{}:{line}:{column}: {what}; expected `allow-contexts: [NAME, ...]` (the contexts the safety guard allows besides kind-*, k3d-* and kubechaos-local)", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Line, from 1.
+        line: usize,
+        /// Column, from 1.
+        column: usize,
+        /// What is wrong there.
+        what: String,
+    },
+}
+
 /// Read the configuration: `named` (it must exist), else the default path if it exists, else
 /// the empty configuration. Errors say FILE:LINE:COL, what was expected.
-pub fn load(named: Option<&Path>) -> Result<Config, String> {
+pub fn load(named: Option<&Path>) -> Result<Config, ConfigError> {
     let (path, required) = match named {
         Some(p) => (p.to_path_buf(), true),
         None => match default_path() {
@@ -51,27 +77,29 @@ pub fn load(named: Option<&Path>) -> Result<Config, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
             return Ok(Config::default())
         }
-        Err(e) => {
-            return Err(format!(
-                "cannot read the configuration file {}: {e}",
-                path.display()
-            ))
-        }
+        Err(source) => return Err(ConfigError::Read { path, source }),
     };
     if text.trim().is_empty() {
         return Ok(Config::default());
     }
     serde_saphyr::from_str::<Config>(&text).map_err(|e| {
-        let at = e
+        let (line, column) = e
             .location()
-            .map(|l| format!("{}:{}", l.line(), l.column()))
-            .unwrap_or_else(|| "1:1".into());
+            .map(|l| (l.line() as usize, l.column() as usize))
+            .unwrap_or((1, 1));
         let what = e.without_snippet().to_string();
-        let what = what.lines().next().unwrap_or("not valid YAML").trim().to_owned();
-        format!(
-            "{}:{at}: {what}; expected `allow-contexts: [NAME, ...]` (the contexts the safety guard allows besides kind-*, k3d-* and kubechaos-local)",
-            path.display()
-        )
+        let what = what
+            .lines()
+            .next()
+            .unwrap_or("not valid YAML")
+            .trim()
+            .to_owned();
+        ConfigError::Invalid {
+            path,
+            line,
+            column,
+            what,
+        }
     })
 }
 
@@ -90,7 +118,7 @@ mod tests {
         );
         let bad = dir.path().join("bad.yaml");
         std::fs::write(&bad, "# chaos clusters\nallow-context: [staging]\n").unwrap();
-        let err = load(Some(&bad)).unwrap_err();
+        let err = load(Some(&bad)).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!("{}:2:1: ", bad.display())),
             "{err}"
@@ -100,7 +128,9 @@ mod tests {
             err.contains("expected `allow-contexts: [NAME, ...]`"),
             "{err}"
         );
-        let missing = load(Some(&dir.path().join("none.yaml"))).unwrap_err();
+        let missing = load(Some(&dir.path().join("none.yaml")))
+            .unwrap_err()
+            .to_string();
         assert!(
             missing.contains("cannot read the configuration file"),
             "{missing}"

@@ -26,6 +26,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::backend::sim::{Sim, SimOptions};
 use crate::run;
+use kubechaos_core::error::SyntaxError;
 use kubechaos_core::scenario::duration::human;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{
@@ -361,25 +362,52 @@ pub fn play(
     topo: &Topology,
     schedule: &[GenFault],
     opts: &ExploreOptions,
-) -> Result<Option<(String, String)>, String> {
+) -> Result<Option<(String, String)>, ExploreError> {
     let s = topo.scenario(schedule);
     let problems = scenario::validate::validate(&s);
     if !problems.is_empty() {
         let (_, text) = topo.render(schedule, "");
-        return Err(format!(
-            "a generated schedule is not a valid scenario (a kubechaos bug): {problems:?}\n{text}"
-        ));
+        return Err(ExploreError::InvalidSchedule {
+            problems: format!("{problems:?}"),
+            text,
+        });
     }
     let mut sim = Sim::new(SimOptions {
         seed: opts.seed,
         tick: Duration::from_millis(opts.tick_ms),
     });
-    let o = run::run(&s, &mut sim, &mut |_: &str| {})
-        .map_err(|e| format!("the sim could not run a generated schedule: {e}"))?;
+    let o = run::run(&s, &mut sim, &mut |_: &str| {}).map_err(ExploreError::Run)?;
     Ok(o.verdicts
         .into_iter()
         .find(|v| !v.held)
         .map(|v| (v.label, v.message)))
+}
+
+/// Why exploring stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    /// A generated schedule did not validate: a kubechaos bug.
+    #[error("a generated schedule is not a valid scenario (a kubechaos bug): {problems}\n{text}")]
+    InvalidSchedule {
+        /// The validation problems.
+        problems: String,
+        /// The schedule as YAML.
+        text: String,
+    },
+    /// The sim could not run a generated schedule.
+    #[error("the sim could not run a generated schedule")]
+    Run(#[source] crate::backend::BackendError),
+    /// A found scenario could not be written.
+    #[error("cannot {what} {}", path.display())]
+    Write {
+        /// `create`, `write`.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A violation found and shrunk.
@@ -420,7 +448,7 @@ fn shrink(
     opts: &ExploreOptions,
     k: usize,
     label: &str,
-) -> Result<(Vec<GenFault>, String, usize), String> {
+) -> Result<(Vec<GenFault>, String, usize), ExploreError> {
     let mut tree = case_tree(topo, opts, k);
     let mut best = tree.current();
     let mut message = String::new();
@@ -461,12 +489,12 @@ pub fn explore(
     out: &Path,
     command: &str,
     progress: &mut (dyn FnMut(usize, usize, usize, Duration) + Send),
-) -> Result<Summary, String> {
+) -> Result<Summary, ExploreError> {
     let (shard, shards) = opts.shard;
     let cases: Vec<usize> = (0..opts.runs).filter(|k| k % shards == shard).collect();
     let next = AtomicUsize::new(0);
     let results: Mutex<BTreeMap<usize, Option<(String, String)>>> = Mutex::default();
-    let failure: Mutex<Option<String>> = Mutex::default();
+    let failure: Mutex<Option<ExploreError>> = Mutex::default();
     let started = Instant::now();
     let progress = Mutex::new(progress);
     std::thread::scope(|scope| {
@@ -524,8 +552,11 @@ pub fn explore(
     let mut firsts: Vec<(usize, String)> = firsts.into_iter().map(|(l, k)| (k, l)).collect();
     firsts.sort();
     if !firsts.is_empty() {
-        std::fs::create_dir_all(out)
-            .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+        std::fs::create_dir_all(out).map_err(|source| ExploreError::Write {
+            what: "create",
+            path: out.to_owned(),
+            source,
+        })?;
     }
     for (k, label) in firsts {
         let original_faults = case_tree(topo, opts, k).current().len();
@@ -545,7 +576,11 @@ pub fn explore(
             opts.seed
         );
         let (_, text) = topo.render(&schedule, &header);
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, text).map_err(|source| ExploreError::Write {
+            what: "write",
+            path: path.clone(),
+            source,
+        })?;
         summary.found.push(Found {
             case: k,
             label,
@@ -560,20 +595,17 @@ pub fn explore(
 }
 
 /// `I/N` as `--shard` takes it.
-pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+pub fn parse_shard(s: &str) -> Result<(usize, usize), SyntaxError> {
     let (i, n) = s
         .split_once('/')
-        .ok_or_else(|| format!("`{s}`: expected I/N, e.g. 0/4"))?;
-    let i: usize = i
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: expected I/N with whole numbers, e.g. 0/4"))?;
-    let n: usize = n
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: expected I/N with whole numbers, e.g. 0/4"))?;
+        .ok_or_else(|| SyntaxError(format!("`{s}`: expected I/N, e.g. 0/4")))?;
+    let whole = |_| SyntaxError(format!("`{s}`: expected I/N with whole numbers, e.g. 0/4"));
+    let i: usize = i.trim().parse().map_err(whole)?;
+    let n: usize = n.trim().parse().map_err(whole)?;
     if n == 0 || i >= n {
-        return Err(format!("`{s}`: expected 0 <= I < N, e.g. 0/4 … 3/4"));
+        return Err(SyntaxError(format!(
+            "`{s}`: expected 0 <= I < N, e.g. 0/4 … 3/4"
+        )));
     }
     Ok((i, n))
 }

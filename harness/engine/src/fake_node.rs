@@ -39,6 +39,10 @@ pub const LEASE_SECONDS: i32 = 40;
 /// How often the node agent looks at its pods.
 pub const POD_SYNC: Duration = Duration::from_secs(1);
 
+/// Why a container did not start: the runner's own error (the local backend's
+/// [`crate::backend::local::error::LocalError`]).
+pub type ContainerError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where a node agent runs containers: tasks on the sim, child processes on the local backend.
 /// Containers are named by their pod (`NAMESPACE/NAME`); their process is named by the pod's
 /// name, so that the Lease identity (`hostname_x`, and a pod's hostname is its name) says which
@@ -52,7 +56,7 @@ pub trait Containers: Send + Sync {
         pod: &str,
         component: Component,
         args: &[String],
-    ) -> Result<(), String>;
+    ) -> Result<(), ContainerError>;
     /// Stop the process of pod `pod` (gracefully); its exit is recorded as `reason`.
     fn stop(&self, pod: &str, reason: &str);
     /// Whether the process of pod `pod` runs.
@@ -256,7 +260,7 @@ async fn sync_pods(
                             st.started = Some(now);
                         }
                         Err(e) => {
-                            tracing::warn!(pod = %key, error = %e, "container did not start");
+                            tracing::warn!(pod = %key, error = %kubechaos_core::error::chain(e.as_ref()), "container did not start");
                             st.next_start = Some(now + backoff(st.restarts as u32));
                             st.restarts += 1;
                         }

@@ -1,15 +1,53 @@
 //! Clients for real API servers, found the way kubectl finds them: `--kubeconfig` (or
 //! `$KUBECONFIG`, or `~/.kube/config`), `--context`, or the in-cluster service account.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 use kubechaos_core::scenario::LeaseRef;
+
+/// Why no client could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The kubeconfig file named could not be read or parsed.
+    #[error("cannot read kubeconfig {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// The kubeconfig file named does not give a usable configuration.
+    #[error("invalid kubeconfig {}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// No kubeconfig in the default places, and not in a pod.
+    #[error("no kubeconfig found and not running in a cluster; expected --kubeconfig FILE or $KUBECONFIG")]
+    NotFound(#[source] KubeconfigError),
+    /// The context named is not usable.
+    #[error("cannot use context {context}")]
+    Context {
+        /// The context.
+        context: String,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// The configuration could not make a client.
+    #[error("cannot build a client")]
+    Build(#[source] kube::Error),
+}
 
 /// A client from a kubeconfig file (or the default places), for a context (or the current
 /// one), with an optional per-request timeout on connect, read and write.
@@ -17,25 +55,35 @@ pub async fn client(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
     timeout: Option<Duration>,
-) -> Result<kube::Client, String> {
+) -> Result<kube::Client, ClientError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
     };
     let mut config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
+            let kc = Kubeconfig::read_from(path).map_err(|source| ClientError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|e| format!("invalid kubeconfig {}: {e}", path.display()))?
+                .map_err(|source| ClientError::Invalid {
+                    path: path.to_owned(),
+                    source,
+                })?
         }
         None => match kube::Config::from_kubeconfig(&options).await {
             Ok(c) => c,
-            Err(kc_err) if context.is_none() => kube::Config::incluster().map_err(|_| {
-                format!("no kubeconfig found ({kc_err}) and not running in a cluster; expected --kubeconfig FILE or $KUBECONFIG")
-            })?,
-            Err(e) => return Err(format!("cannot use context {}: {e}", context.unwrap_or(""))),
+            Err(kc_err) if context.is_none() => {
+                kube::Config::incluster().map_err(|_| ClientError::NotFound(kc_err))?
+            }
+            Err(source) => {
+                return Err(ClientError::Context {
+                    context: context.unwrap_or("").to_owned(),
+                    source,
+                })
+            }
         },
     };
     if let Some(t) = timeout {
@@ -43,7 +91,7 @@ pub async fn client(
         config.read_timeout = Some(t);
         config.write_timeout = Some(t);
     }
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+    kube::Client::try_from(config).map_err(ClientError::Build)
 }
 
 /// The holder identity of a Lease (`Ok(None)`: it does not exist or nobody holds it).

@@ -26,3 +26,4 @@ pub mod observer;
 pub mod recover;
 pub mod run;
 pub mod selfhosted;
+pub mod suite;

@@ -229,7 +229,7 @@ impl Observer {
     }
 
     /// Say in the timeline when the observer loses the API server and when it has it back.
-    fn reach(&self, reach: &Reach, result: Result<(), String>) {
+    fn reach(&self, reach: &Reach, result: Result<(), &kube::Error>) {
         let ok = result.is_ok();
         let mut last = reach.0.lock().expect("reach lock");
         let said = *last;
@@ -241,9 +241,10 @@ impl Observer {
             process: "kubechaos".into(),
             message: match result {
                 Ok(()) => "observer: reached the API server again".into(),
-                Err(e) => {
-                    format!("observer: cannot reach the API server ({e}); retrying every second")
-                }
+                Err(e) => format!(
+                    "observer: cannot reach the API server ({}); retrying every second",
+                    short(e)
+                ),
             },
         });
     }
@@ -273,7 +274,7 @@ impl Observer {
                         list.metadata.resource_version.unwrap_or_default()
                     }
                     Err(e) => {
-                        self.reach(reach, Err(short(&e)));
+                        self.reach(reach, Err(&e));
                         tokio::time::sleep(RETRY).await;
                         continue;
                     }
@@ -284,7 +285,7 @@ impl Observer {
                 Ok(stream) => stream,
                 Err(e) => {
                     if !is_gone(&e) {
-                        self.reach(reach, Err(short(&e)));
+                        self.reach(reach, Err(&e));
                         tokio::time::sleep(RETRY).await;
                         from = Some(version);
                     }
@@ -438,10 +439,10 @@ impl Observer {
                         return Outcome::Done;
                     }
                     // Created by an earlier try whose answer was lost?
-                    Err(RecoverError::Cluster(_))
+                    Err(RecoverError::Cluster { .. })
                         if pods.get_opt(&name).await.ok().flatten().is_some() => {}
-                    Err(RecoverError::Cluster(e)) => {
-                        tracing::debug!(error = %e, "recovery pod not created yet");
+                    Err(e @ RecoverError::Cluster { .. }) => {
+                        tracing::debug!(error = %kubechaos_core::error::chain(&e), "recovery pod not created yet");
                         return Outcome::Retry;
                     }
                 }
@@ -458,24 +459,14 @@ impl Observer {
                 }
             }
             Command::Cleanup { workload, pod } => {
-                let seen = recover::ready_replicas(client, workload)
-                    .await
-                    .ok()
-                    .flatten();
-                let Some((available, desired)) = seen.filter(|(a, d)| *d > 0 && a >= d) else {
+                let Ok(recover::Cleanup::Done(available, desired)) =
+                    recover::cleanup(client, workload, pod).await
+                else {
                     return Outcome::Retry;
                 };
-                let ns = &workload.namespace;
-                match Api::<Pod>::namespaced(client.clone(), ns)
-                    .delete(pod, &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(_) => return Outcome::Retry,
-                }
                 self.note(format!(
-                    "recover: {workload} has its pods Ready again ({available}/{desired}); deleted pod {ns}/{pod}"
+                    "recover: {workload} has its pods Ready again ({available}/{desired}); deleted pod {}/{pod}",
+                    workload.namespace
                 ));
                 Outcome::Done
             }
@@ -490,7 +481,7 @@ impl Observer {
                         self.note(format!("bind: refused: {e}"));
                         Outcome::Done
                     }
-                    Err(RecoverError::Cluster(_)) => Outcome::Retry,
+                    Err(RecoverError::Cluster { .. }) => Outcome::Retry,
                 }
             }
         }

@@ -13,7 +13,7 @@ use std::fmt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
@@ -92,20 +92,22 @@ impl fmt::Display for Workload {
 
 impl Workload {
     /// `KIND/NAME` as kubectl takes it, in namespace `namespace`.
-    pub fn parse(namespace: &str, s: &str) -> Result<Workload, String> {
+    pub fn parse(namespace: &str, s: &str) -> Result<Workload, WorkloadSyntax> {
         let kinds = Kind::ALL.map(Kind::name).join(", ");
         let (kind, name) = s.split_once('/').ok_or_else(|| {
-            format!(
+            kubechaos_core::error::SyntaxError(format!(
                 "`{s}`: expected KIND/NAME, for example deployment/kube-scheduler (kinds: {kinds})"
-            )
+            ))
         })?;
         let kind = Kind::parse(kind).ok_or_else(|| {
-            format!("`{kind}` is not a workload with a pod template; expected one of {kinds}")
+            kubechaos_core::error::SyntaxError(format!(
+                "`{kind}` is not a workload with a pod template; expected one of {kinds}"
+            ))
         })?;
         if name.is_empty() || name.contains('/') {
-            return Err(format!(
+            return Err(kubechaos_core::error::SyntaxError(format!(
                 "`{s}`: expected KIND/NAME, for example deployment/kube-scheduler"
-            ));
+            )));
         }
         Ok(Workload {
             kind,
@@ -123,13 +125,25 @@ pub enum RecoverError {
     #[error("{0}")]
     Refused(String),
     /// The cluster could not be reached or failed (exit 3).
-    #[error("{0}")]
-    Cluster(String),
+    #[error("{what}")]
+    Cluster {
+        /// What could not be done.
+        what: String,
+        /// The API's answer.
+        #[source]
+        source: kube::Error,
+    },
 }
 
-fn cluster_error(what: &str, e: kube::Error) -> RecoverError {
-    RecoverError::Cluster(format!("{what}: {e}"))
+fn cluster_error(what: &str, source: kube::Error) -> RecoverError {
+    RecoverError::Cluster {
+        what: what.to_owned(),
+        source,
+    }
 }
+
+/// A workload named wrongly (`KIND/NAME` expected).
+pub type WorkloadSyntax = kubechaos_core::error::SyntaxError;
 
 async fn get_value<K>(
     client: &kube::Client,
@@ -422,6 +436,41 @@ pub async fn ready_replicas(
         .filter(|p| crate::kubeclient::pod_ready(p))
         .count() as u32;
     Ok(Some((ready, desired)))
+}
+
+/// Where the cleanup of a recovery pod stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    /// The workload is not available yet: its (ready, desired) pods, when they could be read.
+    Waiting(Option<(u32, u32)>),
+    /// The workload has its pods Ready again (ready, desired), and the recovery pod is gone.
+    Done(u32, u32),
+}
+
+/// One pass of a recovery pod's cleanup, as `recover --cleanup` and a scenario's
+/// `recover: {cleanup: true}` do it: once workload `w` has every desired pod Ready (as
+/// [`ready_replicas`] counts them), delete the recovery pod `pod` (one already gone counts). An error: the pod could not be
+/// deleted; a workload that cannot be read is still waited for.
+pub async fn cleanup(
+    client: &kube::Client,
+    w: &Workload,
+    pod: &str,
+) -> Result<Cleanup, RecoverError> {
+    let seen = ready_replicas(client, w).await.ok().flatten();
+    let Some((ready, desired)) = seen.filter(|(r, d)| *d > 0 && r >= d) else {
+        return Ok(Cleanup::Waiting(seen));
+    };
+    match Api::<Pod>::namespaced(client.clone(), &w.namespace)
+        .delete(pod, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(Cleanup::Done(ready, desired)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Cleanup::Done(ready, desired)),
+        Err(e) => Err(cluster_error(
+            &format!("{w} is available again, but pod/{pod} could not be deleted"),
+            e,
+        )),
+    }
 }
 
 /// Bind a pending pod to a node with a `Binding` (what a scheduler does).

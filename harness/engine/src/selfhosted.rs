@@ -118,6 +118,19 @@ pub fn deployment(c: Component, replicas: u32) -> Deployment {
     .expect("deployment shape")
 }
 
+/// Why the self-hosted components did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// Not every Deployment was available and leading in time; `missing` says what was not.
+    #[error("the self-hosted control plane was not up after {}s: {}", limit.as_secs(), missing.join(", "))]
+    NotUp {
+        /// How long it was given.
+        limit: Duration,
+        /// What was missing when the time was up (each with its cause).
+        missing: Vec<String>,
+    },
+}
+
 /// Bring up the self-hosted components through a temporary control plane, then hand over (see
 /// the module docs). `components`: replicas per component; `nodes`: how many fake nodes run
 /// (`node-0` …; their node agents must be running). Gives up after `limit` (the caller's clock:
@@ -128,7 +141,7 @@ pub async fn bootstrap(
     nodes: u32,
     limit: Duration,
     say: &(dyn Fn(&str) + Send + Sync),
-) -> Result<(), String> {
+) -> Result<(), BootstrapError> {
     let deadline = tokio::time::Instant::now() + limit;
     let wanted: Vec<(Component, u32)> = components
         .iter()
@@ -138,13 +151,7 @@ pub async fn bootstrap(
     let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
     let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
     let mut missing: Vec<String>;
-    let give_up = |missing: &[String]| {
-        format!(
-            "the self-hosted control plane was not up after {}s: {}",
-            limit.as_secs(),
-            missing.join(", ")
-        )
-    };
+    let give_up = |missing: Vec<String>| BootstrapError::NotUp { limit, missing };
     let pause = || tokio::time::sleep(Duration::from_secs(1));
 
     // 1. The Deployments, and one bootstrap pod each, pre-bound to a node.
@@ -159,12 +166,22 @@ pub async fn bootstrap(
                 {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => return Err(format!("cannot create deployment/{}: {e}", c.name())),
+                    Err(e) => {
+                        return Err(format!(
+                            "cannot create deployment/{}: {}",
+                            c.name(),
+                            kubechaos_core::error::chain(&e)
+                        ))
+                    }
                 }
-                let w = Workload::parse(NAMESPACE, &format!("deployment/{}", c.name()))?;
+                let w = Workload {
+                    kind: recover::Kind::Deployment,
+                    namespace: NAMESPACE.to_owned(),
+                    name: c.name().to_owned(),
+                };
                 let (_, mut pod) = recover::prepare(client, &w, &node, BOOTSTRAP)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| kubechaos_core::error::chain(&e))?;
                 pod.metadata.name = Some(format!("{}-{BOOTSTRAP}", c.name()));
                 // The temporary control plane hands over quickly: its Lease expires 4 s after
                 // its pod is gone (kube-controller-manager does not release it when stopped),
@@ -195,12 +212,12 @@ pub async fn bootstrap(
                     {
                         Ok(())
                     }
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(kubechaos_core::error::chain(&e)),
                 }
             };
             match step.await {
                 Ok(()) => break,
-                Err(e) if tokio::time::Instant::now() >= deadline => return Err(give_up(&[e])),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(give_up(vec![e])),
                 Err(_) => pause().await,
             }
         }
@@ -231,7 +248,7 @@ pub async fn bootstrap(
             break;
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(give_up(&missing));
+            return Err(give_up(missing));
         }
         pause().await;
     }
@@ -272,7 +289,7 @@ pub async fn bootstrap(
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(give_up(&missing));
+            return Err(give_up(missing));
         }
         pause().await;
     }

@@ -44,7 +44,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64) -> String {
             }
             Err(error) => {
                 let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
-                st.set_message(error.clone());
+                st.set_message(crate::error::chain(*error));
                 st.set_type("environment");
                 let mut case = TestCase::new("run", st);
                 case.set_classname(format!("kubechaos.{}", s.name));

@@ -17,7 +17,7 @@ pub struct Entry<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
     /// What the run produced, or the environment failure that stopped it.
-    pub outcome: Result<&'a Outcome, String>,
+    pub outcome: Result<&'a Outcome, &'a (dyn std::error::Error + 'static)>,
     /// Where its events were written, if they were.
     pub events_path: Option<&'a Path>,
     /// Where its HTML report was written, if it was.

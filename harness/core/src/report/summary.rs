@@ -82,7 +82,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                 file: e.scenario.source.path.display().to_string(),
                 result: "error",
                 wall_seconds: 0.0,
-                error: Some(error.clone()),
+                error: Some(crate::error::chain(*error)),
                 events: None,
                 report: None,
                 invariants: Vec::new(),

@@ -1,5 +1,6 @@
 //! From a YAML node tree to the typed [`Scenario`], collecting every problem with its position.
 
+use crate::error::SyntaxError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -850,14 +851,16 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// Parse a target as written in a scenario file.
-pub fn parse_target(text: &str) -> Result<Target, String> {
+pub fn parse_target(text: &str) -> Result<Target, SyntaxError> {
     const EXPECTED: &str = "expected `api-server`, `etcd`, `kube-scheduler[/N|/leader]`, `kube-controller-manager[/N|/leader]`, `agent/NAME[/N|/leader]` or `node/NAME`";
-    let selector = |s: Option<&str>| -> Result<Selector, String> {
+    let selector = |s: Option<&str>| -> Result<Selector, SyntaxError> {
         match s {
             None => Ok(Selector::All),
             Some("leader") => Ok(Selector::Leader),
             Some(n) => n.parse::<u32>().map(Selector::Index).map_err(|_| {
-                format!("`{text}`: `{n}` is not a replica number or `leader`; {EXPECTED}")
+                SyntaxError(format!(
+                    "`{text}`: `{n}` is not a replica number or `leader`; {EXPECTED}"
+                ))
             }),
         }
     };
@@ -871,13 +874,13 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         "agent" => {
             let name = second
                 .filter(|n| is_dns_label(n))
-                .ok_or_else(|| format!("`{text}` names no agent group; {EXPECTED}"))?;
+                .ok_or_else(|| SyntaxError(format!("`{text}` names no agent group; {EXPECTED}")))?;
             Ok(Target::Agent(name.to_owned(), selector(third)?))
         }
         "node" => {
             let name = second
                 .filter(|n| !n.is_empty() && third.is_none())
-                .ok_or_else(|| format!("`{text}` names no node; {EXPECTED}"))?;
+                .ok_or_else(|| SyntaxError(format!("`{text}` names no node; {EXPECTED}")))?;
             Ok(Target::Node(name.to_owned()))
         }
         c => match Component::from_name(c) {
@@ -898,7 +901,9 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
                 )
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
-                Err(format!("unknown target `{text}`{hint}; {EXPECTED}"))
+                Err(SyntaxError(format!(
+                    "unknown target `{text}`{hint}; {EXPECTED}"
+                )))
             }
         },
     }

@@ -1,12 +1,13 @@
 //! Go/Kubernetes-style durations: `500ms`, `20s`, `2m`, `1m30s`, `1h`, `1.5s`.
 
+use crate::error::SyntaxError;
 use std::time::Duration;
 
 /// Parse a Go-style duration. Units: `ms`, `s`, `m`, `h`; at least one number+unit pair,
 /// no sign, no spaces. Precision is one millisecond.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, SyntaxError> {
     if text.is_empty() {
-        return Err("empty duration".into());
+        return Err(SyntaxError("empty duration".into()));
     }
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -18,13 +19,13 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         }
         let number = &text[start..i];
         if number.is_empty() {
-            return Err(format!(
+            return Err(SyntaxError(format!(
                 "`{text}` is not a duration (a number must come before each unit)"
-            ));
+            )));
         }
         let value: f64 = number
             .parse()
-            .map_err(|_| format!("`{number}` in `{text}` is not a number"))?;
+            .map_err(|_| SyntaxError(format!("`{number}` in `{text}` is not a number")))?;
         let ustart = i;
         while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
             i += 1;
@@ -34,13 +35,15 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             "s" => 1_000.0,
             "m" => 60_000.0,
             "h" => 3_600_000.0,
-            "" => return Err(format!("`{text}` has no unit")),
-            other => return Err(format!("`{other}` in `{text}` is not a unit")),
+            "" => return Err(SyntaxError(format!("`{text}` has no unit"))),
+            other => return Err(SyntaxError(format!("`{other}` in `{text}` is not a unit"))),
         };
         total_ms += value * factor;
     }
     if !total_ms.is_finite() || total_ms > 100.0 * 24.0 * 3_600_000.0 {
-        return Err(format!("`{text}` is too long (at most 100 days)"));
+        return Err(SyntaxError(format!(
+            "`{text}` is too long (at most 100 days)"
+        )));
     }
     Ok(Duration::from_millis(total_ms.round() as u64))
 }

@@ -63,6 +63,19 @@ pub enum LoadError {
     },
 }
 
+/// The scenario files of a directory (`*.yaml`, `*.yml`), sorted; none if it cannot be read.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
 /// Directories searched for scenarios by name, in order: `./scenarios`, then the scenarios
 /// shipped in this repository (when run from a checkout).
 pub fn search_dirs() -> Vec<PathBuf> {

@@ -30,8 +30,8 @@ pub enum BackendError {
         problems: Vec<(Pos, String)>,
     },
     /// The world failed underneath the run (exit 3).
-    #[error("{0}")]
-    Environment(String),
+    #[error(transparent)]
+    Environment(#[from] EnvironmentError),
     /// The run was stopped by Ctrl-C or SIGTERM (exit 3); everything it started was stopped.
     #[error("{message}")]
     Interrupted {
@@ -41,6 +41,33 @@ pub enum BackendError {
         /// begun; not judged.
         events: Vec<kubechaos_core::events::Event>,
     },
+}
+
+/// How the world failed underneath a run, per backend, with its causes.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvironmentError {
+    /// The async runtime of a real-time backend could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The simulation itself failed (a simulated host returned an error or panicked). turmoil's
+    /// error is neither `Send` nor `Sync`, so its text is what is kept.
+    #[error("the simulation failed: {0}")]
+    Simulation(String),
+    /// The simulated self-hosted control plane did not come up.
+    #[error("the simulated cluster did not start")]
+    SimStart(#[source] crate::selfhosted::BootstrapError),
+    /// The local control plane did not start; everything it had started was stopped.
+    #[error("the local control plane did not start (everything started was stopped)")]
+    Local(#[source] local::error::LocalError),
+    /// The kube backend could not reach, read or act on its cluster.
+    #[error(transparent)]
+    Kube(#[from] kube::error::KubeError),
+}
+
+impl From<kube::error::KubeError> for BackendError {
+    fn from(e: kube::error::KubeError) -> Self {
+        BackendError::Environment(e.into())
+    }
 }
 
 /// What the backends that build their own cluster (sim, local) cannot do with a scenario:

@@ -18,9 +18,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| {
-            super::BackendError::Environment(format!("cannot start the async runtime: {e}"))
-        })
+        .map_err(|e| super::EnvironmentError::Runtime(e).into())
 }
 
 /// A recorder stamping real milliseconds since the instant set in the returned cell (zero until

@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use super::error::KubeError;
+
 use testcontainers_modules::k3s::{K3s, KUBE_SECURE_PORT};
 use testcontainers_modules::testcontainers::runners::AsyncRunner;
 use testcontainers_modules::testcontainers::{ContainerAsync, ImageExt};
@@ -24,19 +26,31 @@ pub struct K3sContainer {
 }
 
 /// A free TCP port on the loopback address, for the API server's mapping.
-fn free_port() -> Result<u16, String> {
+fn free_port() -> Result<u16, KubeError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free port for the k3s API server: {e}"))
+        .map_err(failed("cannot find a free port for the k3s API server"))
+}
+
+/// A step of starting the container that failed, and why.
+fn failed<E>(what: &str) -> impl FnOnce(E) -> KubeError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let what = what.to_owned();
+    move |e| KubeError::Container {
+        what,
+        source: Box::new(e),
+    }
 }
 
 /// Start k3s and wait until its node controller has synced.
-pub async fn start() -> Result<K3sContainer, String> {
+pub async fn start() -> Result<K3sContainer, KubeError> {
     let dir = tempfile::Builder::new()
         .prefix("kubechaos-k3s-")
         .tempdir()
-        .map_err(|e| format!("cannot create a directory for k3s's configuration: {e}"))?;
+        .map_err(failed("cannot create a directory for k3s's configuration"))?;
     let name = dir
         .path()
         .file_name()
@@ -52,15 +66,13 @@ pub async fn start() -> Result<K3sContainer, String> {
         .with_mapped_port(port, KUBE_SECURE_PORT)
         .start()
         .await
-        .map_err(|e| {
-            format!("cannot start k3s in a container through testcontainers: {e}; `--provider k3s-container` needs a Docker engine where kubechaos runs (DOCKER_HOST, or /var/run/docker.sock)")
-        })?;
+        .map_err(failed("cannot start k3s in a container through testcontainers (`--provider k3s-container` needs a Docker engine where kubechaos runs: DOCKER_HOST, or /var/run/docker.sock)"))?;
     let yaml = container
         .image()
         .read_kube_config()
-        .map_err(|e| format!("k3s started but its kubeconfig cannot be read: {e}"))?;
+        .map_err(failed("k3s started but its kubeconfig cannot be read"))?;
     let mut config = kube::config::Kubeconfig::from_yaml(&yaml)
-        .map_err(|e| format!("k3s's kubeconfig does not parse: {e}"))?;
+        .map_err(failed("k3s's kubeconfig does not parse"))?;
     for c in &mut config.clusters {
         if let Some(cluster) = c.cluster.as_mut() {
             cluster.server = Some(format!("https://127.0.0.1:{port}"));
@@ -68,10 +80,10 @@ pub async fn start() -> Result<K3sContainer, String> {
     }
     let kubeconfig = dir.path().join("kubechaos.kubeconfig");
     // JSON is YAML: every kubeconfig reader takes it.
-    let text = serde_json::to_string_pretty(&config)
-        .map_err(|e| format!("cannot write the k3s kubeconfig: {e}"))?;
+    let text =
+        serde_json::to_string_pretty(&config).map_err(failed("cannot write the k3s kubeconfig"))?;
     std::fs::write(&kubeconfig, text)
-        .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
+        .map_err(failed(&format!("cannot write {}", kubeconfig.display())))?;
     Ok(K3sContainer {
         container,
         dir,

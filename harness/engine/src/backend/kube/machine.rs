@@ -6,6 +6,7 @@
 //! The process names are the driver's: `api-server`, `etcd`, `kube-scheduler-N`,
 //! `kube-controller-manager-N` (N = the Nth control-plane node, by name) and the node names.
 
+use super::error::DockerError;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -58,7 +59,7 @@ impl Docker {
     }
 
     /// Run `docker ARGS`; its stdout, or what went wrong.
-    pub fn run(&self, args: &[String]) -> Result<String, String> {
+    pub fn run(&self, args: &[String]) -> Result<String, DockerError> {
         let shown = format!("docker {}", args.join(" "));
         let mut child = std::process::Command::new(&self.program)
             .args(args)
@@ -66,11 +67,9 @@ impl Docker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| {
-                format!(
-                    "cannot run `{}` ({e}); the kind and k3s providers need the docker CLI and a Docker engine where kubechaos runs",
-                    self.program.display()
-                )
+            .map_err(|source| DockerError::Spawn {
+                program: self.program.clone(),
+                source,
             })?;
         let deadline = Instant::now() + DOCKER_TIMEOUT;
         loop {
@@ -82,23 +81,27 @@ impl Docker {
                 _ => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!(
-                        "`{shown}` did not finish within {DOCKER_TIMEOUT:?}"
-                    ));
+                    return Err(DockerError::Timeout {
+                        shown,
+                        limit: DOCKER_TIMEOUT,
+                    });
                 }
             }
         }
         let out = child
             .wait_with_output()
-            .map_err(|e| format!("`{shown}`: {e}"))?;
+            .map_err(|source| DockerError::Output {
+                shown: shown.clone(),
+                source,
+            })?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!(
-                "`{shown}` failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(DockerError::Failed {
+                shown,
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
         }
     }
 }
@@ -195,7 +198,7 @@ impl Machines {
         match self.docker.run(&args) {
             Ok(_) => true,
             Err(e) => {
-                self.errors.push(e);
+                self.errors.push(kubechaos_core::error::chain(&e));
                 false
             }
         }
@@ -705,6 +708,7 @@ mod tests {
         let missing = Docker::at(dir.path().join("nowhere"))
             .run(&["ps".into()])
             .unwrap_err();
+        let missing = kubechaos_core::error::chain(&missing);
         assert!(missing.contains("need the docker CLI"), "{missing}");
     }
 

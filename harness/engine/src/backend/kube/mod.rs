@@ -40,9 +40,11 @@ use kubechaos_core::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selec
 
 #[cfg(feature = "testcontainers")]
 pub mod container;
+pub mod error;
 pub mod machine;
 pub mod provider;
 
+use error::KubeError;
 use machine::{Docker, Machines, NodeMachine};
 pub use provider::Provider;
 
@@ -66,34 +68,38 @@ pub fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
 }
 
 /// The context a run would use: `--context`, else the kubeconfig's current context.
-pub fn resolve_context(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<String, String> {
+pub fn resolve_context(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<String, KubeError> {
     if let Some(c) = context {
         return Ok(c.to_owned());
     }
     let kc = match kubeconfig {
-        Some(p) => kube::config::Kubeconfig::read_from(p)
-            .map_err(|e| format!("cannot read kubeconfig {}: {e}", p.display()))?,
-        None => kube::config::Kubeconfig::read().map_err(|e| {
-            format!("no kubeconfig found ({e}); expected --kubeconfig FILE or $KUBECONFIG")
-        })?,
-    };
+        Some(p) => kube::config::Kubeconfig::read_from(p),
+        None => kube::config::Kubeconfig::read(),
+    }
+    .map_err(|source| KubeError::Kubeconfig {
+        path: kubeconfig.map(Path::to_owned),
+        source,
+    })?;
     kc.current_context
         .filter(|c| !c.is_empty())
-        .ok_or_else(|| "the kubeconfig has no current context; expected --context NAME".into())
+        .ok_or(KubeError::NoContext)
 }
 
 /// The safety guard: only contexts that are obviously disposable, or allowed by name.
-pub fn guard(context: &str, allow: &[String]) -> Result<(), String> {
+pub fn guard(context: &str, allow: &[String]) -> Result<(), KubeError> {
     let disposable = context.starts_with("kind-")
         || context.starts_with("k3d-")
         || context == super::local::cluster::CONTEXT;
     if disposable || allow.iter().any(|a| a == context) {
         Ok(())
     } else {
-        Err(format!(
-            "refusing to touch context `{context}`: it does not look disposable; expected a `kind-*` or `k3d-*` context, kubechaos's own `{}`, or `--allow-context {context}` (or `allow-contexts: [{context}]` in kubechaos's configuration file) if this cluster may be broken on purpose",
-            super::local::cluster::CONTEXT
-        ))
+        Err(KubeError::NotDisposable {
+            context: context.to_owned(),
+            own: super::local::cluster::CONTEXT,
+        })
     }
 }
 
@@ -414,9 +420,7 @@ impl Kube {
     fn start_container(&mut self, progress: &mut dyn Progress) -> Result<KubeTarget, BackendError> {
         progress.say("starting k3s in a container through testcontainers");
         let rt = self.rt.as_ref().expect("runtime");
-        let k3s = rt
-            .block_on(container::start())
-            .map_err(BackendError::Environment)?;
+        let k3s = rt.block_on(container::start())?;
         progress.say(&format!("k3s is up in container {}", k3s.name));
         let target = KubeTarget {
             kubeconfig: Some(k3s.kubeconfig.clone()),
@@ -431,7 +435,7 @@ impl Kube {
     /// Without the `testcontainers` feature there is no container to start.
     #[cfg(not(feature = "testcontainers"))]
     fn start_container(&mut self, _: &mut dyn Progress) -> Result<KubeTarget, BackendError> {
-        Err(BackendError::Environment(NO_TESTCONTAINERS.to_owned()))
+        Err(KubeError::NoTestcontainers.into())
     }
 
     /// Remove the container started for the run, if any.
@@ -452,17 +456,20 @@ impl Kube {
         progress: &mut dyn Progress,
     ) -> Result<Ready<KubeWorld>, BackendError> {
         let rt = self.rt.as_ref().expect("runtime");
-        let env = |e: String| BackendError::Environment(e);
+        let api = |what: &str| {
+            let what = what.to_owned();
+            move |source| KubeError::Api { what, source }
+        };
         let client = rt
             .block_on(crate::kubeclient::client(
                 target.kubeconfig.as_deref(),
                 target.context.as_deref(),
                 Some(Duration::from_secs(10)),
             ))
-            .map_err(env)?;
+            .map_err(KubeError::from)?;
         let version = rt
             .block_on(client.apiserver_version())
-            .map_err(|e| env(format!("cannot reach the cluster's API server: {e}")))?;
+            .map_err(api("reach the cluster's API server"))?;
         progress.say(&format!(
             "reached the API server (Kubernetes {}.{})",
             version.major, version.minor
@@ -471,7 +478,7 @@ impl Kube {
         // Which provider, and what this cluster has: read only, before anything is touched.
         let nodes = rt
             .block_on(Api::<Node>::all(client.clone()).list(&ListParams::default()))
-            .map_err(|e| env(format!("cannot list the cluster's nodes: {e}")))?
+            .map_err(api("list the cluster's nodes"))?
             .items;
         let context = target.context.clone().unwrap_or_default();
         let (provider, why) = resolve_provider(target, &context, &nodes);
@@ -500,7 +507,9 @@ impl Kube {
                 namespaces.create(&PostParams::default(), &ns).await?;
                 Ok(true)
             })
-            .map_err(|e| env(format!("cannot create the namespace {PROBE_NAMESPACE} for probe pods: {e}")))?;
+            .map_err(api(&format!(
+                "create the namespace {PROBE_NAMESPACE} for probe pods"
+            )))?;
 
         let interrupt = Interrupt::listen(rt);
         let zero = Instant::now();
@@ -641,18 +650,16 @@ impl Backend for Kube {
             rt.shutdown_timeout(Duration::from_secs(2));
         }
         if !errors.is_empty() {
-            return Err(BackendError::Environment(format!(
-                "a machine command failed at or before t={}, so the run stopped there:\n  {}\n{restored}",
-                fmt_ms(end.as_millis() as u64),
-                errors.join("\n  ")
-            )));
+            return Err(KubeError::Machine {
+                at: fmt_ms(end.as_millis() as u64),
+                errors,
+                restored,
+            }
+            .into());
         }
         Ok(restored)
     }
 }
-
-/// What a build without the `testcontainers` feature says to `--provider k3s-container`.
-pub const NO_TESTCONTAINERS: &str = "`--provider k3s-container` needs kubechaos built with the `testcontainers` feature: cargo run --features testcontainers -- scenario ...";
 
 /// Delete what the run created (probe pods; the namespace if it made it) and say what was
 /// restored and what was left.
@@ -728,7 +735,7 @@ mod tests {
         for ok in ["kind-chaos", "k3d-nightly", "kubechaos-local"] {
             assert!(guard(ok, &[]).is_ok(), "{ok}");
         }
-        let err = guard("prod-eu-1", &[]).unwrap_err();
+        let err = guard("prod-eu-1", &[]).unwrap_err().to_string();
         assert!(
             err.contains("refusing to touch context `prod-eu-1`"),
             "{err}"

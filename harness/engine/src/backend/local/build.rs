@@ -21,13 +21,22 @@ pub fn fixtures_dir() -> PathBuf {
 /// Why the binaries could not be had. Every variant is an environment failure (exit 3).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// A pin could not be read.
-    #[error("cannot read the pinned versions in {path}: {why}")]
-    Pins {
+    /// The pins could not be read.
+    #[error("cannot read the pinned versions in {}", path.display())]
+    PinsUnreadable {
         /// The go.mod.
         path: PathBuf,
         /// Why.
-        why: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A pin is missing.
+    #[error("cannot read the pinned versions in {}: no `require {module} vX.Y.Z` line", path.display())]
+    PinMissing {
+        /// The go.mod.
+        path: PathBuf,
+        /// The module whose version is missing.
+        module: String,
     },
     /// Go is missing.
     #[error("`go` is not on PATH; the local backend builds the control plane from source with Go 1.26 or newer")]
@@ -52,9 +61,15 @@ pub enum BuildError {
         /// What was pinned.
         want: String,
     },
-    /// Anything else on the file system.
-    #[error("{0}")]
-    Io(String),
+    /// Anything else on the file system, or `go` could not be run.
+    #[error("cannot {what}")]
+    Io {
+        /// What could not be done.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The pinned versions.
@@ -67,9 +82,9 @@ pub struct Pins {
 }
 
 fn required_version(go_mod: &Path, module: &str) -> Result<String, BuildError> {
-    let text = std::fs::read_to_string(go_mod).map_err(|e| BuildError::Pins {
+    let text = std::fs::read_to_string(go_mod).map_err(|source| BuildError::PinsUnreadable {
         path: go_mod.to_path_buf(),
-        why: e.to_string(),
+        source,
     })?;
     text.lines()
         .map(|l| l.trim().trim_start_matches("require").trim())
@@ -80,9 +95,9 @@ fn required_version(go_mod: &Path, module: &str) -> Result<String, BuildError> {
                 .flatten()
         })
         .filter(|v| v.starts_with('v'))
-        .ok_or_else(|| BuildError::Pins {
+        .ok_or_else(|| BuildError::PinMissing {
             path: go_mod.to_path_buf(),
-            why: format!("no `require {module} vX.Y.Z` line"),
+            module: module.to_owned(),
         })
 }
 
@@ -190,8 +205,10 @@ pub fn ensure(
     if Command::new("go").arg("version").output().is_err() {
         return Err(BuildError::NoGo);
     }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| BuildError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|source| BuildError::Io {
+        what: format!("create {}", dir.display()),
+        source,
+    })?;
     say(&format!(
         "building the control plane once (Kubernetes {}, etcd {}) into {}; later runs reuse it",
         pins.kubernetes,
@@ -212,7 +229,10 @@ pub fn ensure(
             .arg(&partial)
             .arg(t.package)
             .output()
-            .map_err(|e| BuildError::Io(format!("cannot run go: {e}")))?;
+            .map_err(|source| BuildError::Io {
+                what: "run go".to_owned(),
+                source,
+            })?;
         if !out.status.success() {
             let _ = std::fs::remove_file(&partial);
             let text = String::from_utf8_lossy(&out.stderr);
@@ -233,8 +253,10 @@ pub fn ensure(
                 want,
             });
         }
-        std::fs::rename(&partial, dir.join(t.name))
-            .map_err(|e| BuildError::Io(format!("cannot install {}: {e}", t.name)))?;
+        std::fs::rename(&partial, dir.join(t.name)).map_err(|source| BuildError::Io {
+            what: format!("install {}", t.name),
+            source,
+        })?;
         say(&format!(
             "  [{}/{}] {} built in {:.0}s",
             i + 1,

@@ -29,10 +29,12 @@ use serde_json::json;
 use tokio::process::Child;
 
 use super::build;
+use super::error::LocalError;
 use super::pki::{self, Pki};
 use super::pods::{self, signal_group, LocalContainers};
 pub use super::pods::{Hooks, Quiet, STOP_GRACE};
 use super::proxy::Proxy;
+use super::runs::RunRecord;
 use crate::backend::driver::{API_SERVER, ETCD};
 use crate::clock::SystemClock;
 use crate::observer::PROBE_NAMESPACE;
@@ -223,16 +225,19 @@ struct Ports {
     api: u16,
 }
 
-fn free_port() -> Result<u16, String> {
+fn free_port() -> Result<u16, LocalError> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+        .map_err(|e| LocalError::Machine {
+            what: "cannot find a free port on 127.0.0.1".to_owned(),
+            source: Some(e),
+        })
 }
 
 /// A non-loopback IPv4 address of this machine: kube-apiserver rejects a loopback
 /// `--advertise-address`. Nothing connects to it (the API server binds 127.0.0.1 only).
-fn advertise_address() -> Result<IpAddr, String> {
+fn advertise_address() -> Result<IpAddr, LocalError> {
     let trie = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
     let mut prev = "";
     for line in trie.lines() {
@@ -249,16 +254,21 @@ fn advertise_address() -> Result<IpAddr, String> {
         }
         prev = line;
     }
-    Err("this machine has no non-loopback IPv4 address, and kube-apiserver rejects a loopback --advertise-address".into())
+    Err(LocalError::Machine {
+        what: "this machine has no non-loopback IPv4 address, and kube-apiserver rejects a loopback --advertise-address".to_owned(),
+        source: None,
+    })
 }
 
 /// The program that runs reference agents: this executable (`kubechaos agent`), unless
 /// `KUBECHAOS_EXE` names another.
-fn agent_exe() -> Result<PathBuf, String> {
+fn agent_exe() -> Result<PathBuf, LocalError> {
     match std::env::var_os("KUBECHAOS_EXE") {
         Some(p) => Ok(PathBuf::from(p)),
-        None => std::env::current_exe()
-            .map_err(|e| format!("cannot find the kubechaos executable to run agents: {e}")),
+        None => std::env::current_exe().map_err(|e| LocalError::Machine {
+            what: "cannot find the kubechaos executable to run agents".to_owned(),
+            source: Some(e),
+        }),
     }
 }
 
@@ -271,10 +281,10 @@ impl LocalCluster {
         keep: bool,
         hooks: Arc<dyn Hooks>,
         say: &mut dyn FnMut(&str),
-    ) -> Result<LocalCluster, String> {
+    ) -> Result<LocalCluster, LocalError> {
         let fixtures = build::fixtures_dir();
-        let pins = build::Pins::read(&fixtures).map_err(|e| e.to_string())?;
-        let bins = build::ensure(&pins, &fixtures, say).map_err(|e| e.to_string())?;
+        let pins = build::Pins::read(&fixtures)?;
+        let bins = build::ensure(&pins, &fixtures, say)?;
         let agent_exe = if spec.agents.is_empty() {
             PathBuf::new()
         } else {
@@ -283,14 +293,18 @@ impl LocalCluster {
         let tempdir = tempfile::Builder::new()
             .prefix("kubechaos-")
             .tempdir()
-            .map_err(|e| format!("cannot create a run directory: {e}"))?;
+            .map_err(LocalError::file(
+                "create",
+                std::env::temp_dir().join("kubechaos-*"),
+            ))?;
         let dir = tempdir.path().to_path_buf();
         let advertise = advertise_address()?;
         let pki = pki::generate(
             &dir.join("pki"),
             &["127.0.0.1".parse().expect("ip"), advertise],
         )?;
-        std::fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(dir.join("logs"))
+            .map_err(LocalError::file("create", dir.join("logs")))?;
         let ports = Ports {
             etcd_client: free_port()?,
             etcd_peer: free_port()?,
@@ -310,9 +324,10 @@ impl LocalCluster {
         ]);
         let mut proxies = BTreeMap::new();
         let proxy = |target| async move {
-            Proxy::start(target)
-                .await
-                .map_err(|e| format!("cannot start a proxy on 127.0.0.1: {e}"))
+            Proxy::start(target).await.map_err(|e| LocalError::Machine {
+                what: "cannot start a proxy on 127.0.0.1".to_owned(),
+                source: Some(e),
+            })
         };
         proxies.insert(
             API_SERVER.to_owned(),
@@ -337,8 +352,7 @@ impl LocalCluster {
             for i in 0..spec.nodes {
                 let node = process_name("node", i);
                 let etc = pods::node_root(&dir, &node).join("etc/kubernetes");
-                std::fs::create_dir_all(&etc)
-                    .map_err(|e| format!("cannot create {}: {e}", etc.display()))?;
+                std::fs::create_dir_all(&etc).map_err(LocalError::file("create", &etc))?;
                 let via = format!("https://127.0.0.1:{}", proxies[&node].addr.port());
                 for (c, file) in [
                     (Component::KubeScheduler, "scheduler.conf"),
@@ -352,7 +366,7 @@ impl LocalCluster {
                 let link = etc.join("pki");
                 if !link.exists() {
                     std::os::unix::fs::symlink(&pki.dir, &link)
-                        .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+                        .map_err(LocalError::file("link", &link))?;
                 }
             }
         }
@@ -454,7 +468,7 @@ impl LocalCluster {
     /// `default`, each with its default ServiceAccount (the ServiceAccount admission plugin
     /// refuses pods without one, and the controller-manager that would create it may be down or
     /// not have run yet), and the agents' namespaces.
-    async fn prepare(&self) -> Result<(), String> {
+    async fn prepare(&self) -> Result<(), LocalError> {
         let mut namespaces = vec![PROBE_NAMESPACE.to_owned()];
         namespaces.extend(self.spec.agents.iter().map(|a| a.lease.namespace.clone()));
         let ns_api = Api::<Namespace>::all(self.admin.clone());
@@ -467,7 +481,10 @@ impl LocalCluster {
             ns_api
                 .create(&PostParams::default(), &obj)
                 .await
-                .map_err(|e| format!("cannot create namespace {ns}: {e}"))?;
+                .map_err(|source| LocalError::Api {
+                    object: format!("namespace {ns}"),
+                    source,
+                })?;
         }
         let sa: ServiceAccount =
             serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
@@ -485,10 +502,11 @@ impl LocalCluster {
             {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => {
-                    return Err(format!(
-                        "cannot create the default ServiceAccount in {ns}: {e}"
-                    ))
+                Err(source) => {
+                    return Err(LocalError::Api {
+                        object: format!("the default ServiceAccount in {ns}"),
+                        source,
+                    })
                 }
             }
         }
@@ -496,7 +514,7 @@ impl LocalCluster {
     }
 
     /// The command line of incarnation `inc` of a child process, and its extra environment.
-    fn argv(&self, name: &str, inc: u32) -> Result<Launch, String> {
+    fn argv(&self, name: &str, inc: u32) -> Result<Launch, LocalError> {
         let d = &self.dir;
         let p = &self.pki;
         let s = |p: PathBuf| p.display().to_string();
@@ -505,7 +523,7 @@ impl LocalCluster {
         let kind = *self
             .kinds
             .get(name)
-            .ok_or_else(|| format!("unknown process {name}"))?;
+            .ok_or_else(|| LocalError::Launch(format!("unknown process {name}")))?;
         Ok(match kind {
             Kind::Etcd => {
                 let peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
@@ -599,14 +617,14 @@ impl LocalCluster {
                         env,
                     ),
                     AgentRun::Command(cmd) => {
-                        let (bin, args) = cmd
-                            .split_first()
-                            .ok_or_else(|| format!("agent {} has an empty command", group.name))?;
+                        let (bin, args) = cmd.split_first().ok_or_else(|| {
+                            LocalError::Launch(format!("agent {} has an empty command", group.name))
+                        })?;
                         (PathBuf::from(bin), args.to_vec(), env)
                     }
                 }
             }
-            Kind::Node => return Err(format!("{name} is not a child process")),
+            Kind::Node => return Err(LocalError::Launch(format!("{name} is not a child process"))),
         })
     }
 
@@ -618,7 +636,7 @@ impl LocalCluster {
     /// Start a process by name (`etcd`, `api-server`, `kube-scheduler-0`, `agent-1`, `node-0`).
     /// A process that was stopped and has not exited yet is waited for (and killed after
     /// [`START_WAIT`]) first, so that it frees its ports and files.
-    pub fn start(&mut self, name: &str) -> Result<(), String> {
+    pub fn start(&mut self, name: &str) -> Result<(), LocalError> {
         self.reap(name);
         let inc = self.incarnations.get(name).copied().unwrap_or(0) + 1;
         if self.kinds.get(name) == Some(&Kind::Node) {
@@ -634,7 +652,7 @@ impl LocalCluster {
                                 .await
                         }
                         Err(e) => {
-                            tracing::error!(node = %node, error = %e, "fake node cannot start")
+                            tracing::error!(node = %node, error = %kubechaos_core::error::chain(&e), "fake node cannot start")
                         }
                     }
                 }),
@@ -713,7 +731,7 @@ impl LocalCluster {
         pods::log_tail(&self.dir.join("logs").join(format!("{name}.log")), lines)
     }
 
-    fn check_alive(&mut self) -> Result<(), String> {
+    fn check_alive(&mut self) -> Result<(), LocalError> {
         let mut dead = Vec::new();
         for (name, child) in &mut self.children {
             if let Ok(Some(status)) = child.try_wait() {
@@ -722,14 +740,15 @@ impl LocalCluster {
         }
         match dead.first() {
             None => Ok(()),
-            Some((name, status)) => Err(format!(
-                "{name} exited ({status}) while the cluster was starting; its log ends:\n    {}",
-                self.log_tail(name, 8)
-            )),
+            Some((name, status)) => Err(LocalError::Exited {
+                process: name.clone(),
+                status: *status,
+                log_tail: self.log_tail(name, 8),
+            }),
         }
     }
 
-    async fn wait_api(&mut self, started: Instant) -> Result<(), String> {
+    async fn wait_api(&mut self, started: Instant) -> Result<(), LocalError> {
         loop {
             self.check_alive()?;
             let req = http::Request::get("/readyz")
@@ -741,17 +760,16 @@ impl LocalCluster {
                 }
             }
             if started.elapsed() > READY_TIMEOUT {
-                return Err(format!(
-                    "the API server was not ready after {}s; its log ends:\n    {}",
-                    READY_TIMEOUT.as_secs(),
-                    self.log_tail(API_SERVER, 8)
-                ));
+                return Err(LocalError::ApiNotReady {
+                    waited: READY_TIMEOUT,
+                    log_tail: self.log_tail(API_SERVER, 8),
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
-    async fn wait_ready(&mut self, started: Instant) -> Result<(), String> {
+    async fn wait_ready(&mut self, started: Instant) -> Result<(), LocalError> {
         loop {
             self.check_alive()?;
             let mut missing = Vec::new();
@@ -782,11 +800,10 @@ impl LocalCluster {
                 return Ok(());
             }
             if started.elapsed() > READY_TIMEOUT {
-                return Err(format!(
-                    "the control plane was not ready after {}s: {}",
-                    READY_TIMEOUT.as_secs(),
-                    missing.join(", ")
-                ));
+                return Err(LocalError::NotReady {
+                    waited: READY_TIMEOUT,
+                    missing,
+                });
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -836,72 +853,14 @@ impl LocalCluster {
     }
 }
 
-/// What a run directory says about the kubechaos process that owns it (`cluster.json`), so that
-/// `kubechaos cluster status|down` can find running control planes.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct RunRecord {
-    /// The kubechaos process.
-    pub pid: u32,
-    /// `cluster up`, `scenario NAME`.
-    pub purpose: String,
-    /// The admin kubeconfig.
-    pub kubeconfig: PathBuf,
-    /// The directory outlives the run.
-    pub keep: bool,
-}
-
-impl RunRecord {
-    /// Its file name in the run directory.
-    pub const FILE: &'static str = "cluster.json";
-
-    /// Whether its kubechaos process is still running (not ended, not a zombie waiting for its
-    /// parent, and not another program that got the same pid since).
-    pub fn alive(&self) -> bool {
-        let proc = PathBuf::from(format!("/proc/{}", self.pid));
-        let running = std::fs::read_to_string(proc.join("stat"))
-            .ok()
-            .and_then(|stat| {
-                let state = stat.rsplit_once(") ")?.1.chars().next()?;
-                Some(state != 'Z' && state != 'X')
-            })
-            .unwrap_or(false);
-        let ours = std::fs::read(proc.join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains("kubechaos"))
-            .unwrap_or(false);
-        running && ours
-    }
-
-    /// Every run directory under the temporary directory, oldest first.
-    pub fn all() -> Vec<(PathBuf, RunRecord)> {
-        let mut out: Vec<(std::time::SystemTime, PathBuf, RunRecord)> = Vec::new();
-        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-            return Vec::new();
-        };
-        for e in entries.flatten() {
-            if !e.file_name().to_string_lossy().starts_with("kubechaos-") {
-                continue;
-            }
-            let path = e.path().join(Self::FILE);
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
-            if let Ok(r) = serde_json::from_str::<RunRecord>(&text) {
-                let at = std::fs::metadata(&path)
-                    .and_then(|m| m.modified())
-                    .unwrap_or(std::time::UNIX_EPOCH);
-                out.push((at, e.path(), r));
-            }
-        }
-        out.sort_by_key(|a| a.0);
-        out.into_iter().map(|(_, p, r)| (p, r)).collect()
-    }
-}
-
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn write_file(path: &Path, text: &str) -> Result<(), LocalError> {
+    std::fs::write(path, text).map_err(LocalError::file("write", path))
 }
 
 /// A kube-rs client from a kubeconfig file, with an optional per-request timeout.
-pub async fn client_for(path: &Path, timeout: Option<Duration>) -> Result<kube::Client, String> {
+pub async fn client_for(
+    path: &Path,
+    timeout: Option<Duration>,
+) -> Result<kube::Client, crate::kubeclient::ClientError> {
     crate::kubeclient::client(Some(path), None, timeout).await
 }

@@ -4,12 +4,16 @@
 //! - [`pki`]: certificates and kubeconfigs, generated in Rust;
 //! - [`cluster`]: the launcher behind `kubechaos cluster up` and scenario runs (processes,
 //!   supervision hooks, fake nodes, per-client proxies);
+//! - [`error`]: why the control plane or one of its processes could not start;
 //! - [`proxy`]: the TCP proxy that lets a partition cut one client off;
-//! - [`run`]: a scenario played on it, through the shared driver.
+//! - [`run`]: a scenario played on it, through the shared driver;
+//! - [`runs`]: the control planes running on this machine (`cluster status`, `cluster down`).
 
 pub mod build;
 pub mod cluster;
+pub mod error;
 pub mod pki;
 pub mod pods;
 pub mod proxy;
 pub mod run;
+pub mod runs;

@@ -3,6 +3,7 @@
 //! RBAC bootstrap policy expects, and the service-account key pair. Plus kubeconfigs that embed
 //! them.
 
+use super::error::LocalError;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -65,8 +66,8 @@ impl Pki {
     }
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+fn write(path: &Path, text: &str) -> Result<(), LocalError> {
+    std::fs::write(path, text).map_err(LocalError::file("write", path))?;
     #[cfg(unix)]
     if path.extension().is_some_and(|e| e == "key") {
         use std::os::unix::fs::PermissionsExt;
@@ -75,13 +76,13 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn err(e: rcgen::Error) -> String {
-    format!("cannot generate certificates: {e}")
+fn err(e: rcgen::Error) -> LocalError {
+    LocalError::Certificates(e)
 }
 
 /// Generate everything into `dir`. `ips`: addresses the API server serves on.
-pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki, LocalError> {
+    std::fs::create_dir_all(dir).map_err(LocalError::file("create", dir))?;
     let ca_key = KeyPair::generate().map_err(err)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -154,9 +155,9 @@ pub fn kubeconfig(
     identity: &str,
     server: &str,
     context: &str,
-) -> Result<String, String> {
-    let b64 = |p: PathBuf| -> Result<String, String> {
-        let bytes = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+) -> Result<String, LocalError> {
+    let b64 = |p: PathBuf| -> Result<String, LocalError> {
+        let bytes = std::fs::read(&p).map_err(LocalError::file("read", &p))?;
         Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
     };
     Ok(format!(

@@ -17,6 +17,7 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
+use super::error::LocalError;
 use crate::fake_node::{ContainerOp, Containers, PodBook};
 use crate::selfhosted::HOST_CONFIG_DIR;
 use kubechaos_core::scenario::Component;
@@ -71,12 +72,12 @@ pub fn spawn(
     env: &[(String, String)],
     log: &Path,
     hooks: &Arc<dyn Hooks>,
-) -> Result<Child, String> {
+) -> Result<Child, LocalError> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        .map_err(LocalError::file("open", log))?;
     let mut child = Command::new("setpriv")
         .args([
             "--pdeathsig",
@@ -99,8 +100,9 @@ pub fn spawn(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| {
-            format!("cannot start {name} (setpriv and unshare from util-linux are needed): {e}")
+        .map_err(|source| LocalError::Spawn {
+            process: name.to_owned(),
+            source,
         })?;
     let file = Arc::new(Mutex::new(file));
     if let Some(out) = child.stdout.take() {
@@ -257,7 +259,13 @@ fn on_node(arg: &str, root: &Path) -> String {
 }
 
 impl Containers for LocalContainers {
-    fn start(&self, node: &str, pod: &str, c: Component, args: &[String]) -> Result<(), String> {
+    fn start(
+        &self,
+        node: &str,
+        pod: &str,
+        c: Component,
+        args: &[String],
+    ) -> Result<(), crate::fake_node::ContainerError> {
         let root = node_root(&self.dir, node);
         let args: Vec<String> = args.iter().map(|a| on_node(a, &root)).collect();
         let name = Self::process(pod);

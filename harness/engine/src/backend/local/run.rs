@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
+use super::error::LocalError;
 use crate::backend::driver::{Exit, World, API_SERVER, ETCD};
 use crate::backend::realtime::{self, Interrupt, RealTime};
-use crate::backend::BackendError;
+use crate::backend::{BackendError, EnvironmentError};
 use crate::observer::{Command, Observer};
 use crate::run::{Backend, Ready};
 use kubechaos_core::events::{identity_process, EventKind, Recorder};
@@ -100,7 +101,7 @@ pub struct LocalWorld {
     recorder: Recorder,
     commands: mpsc::UnboundedSender<Command>,
     /// Processes that could not be started, and why.
-    failed: BTreeMap<String, String>,
+    failed: BTreeMap<String, LocalError>,
 }
 
 impl LocalWorld {
@@ -153,7 +154,10 @@ impl World for LocalWorld {
 
     fn exited(&mut self, name: &str) -> Option<Exit> {
         if let Some(e) = self.failed.remove(name) {
-            return Some(Exit::Unrecorded(format!("could not start: {e}")));
+            return Some(Exit::Unrecorded(format!(
+                "could not start: {}",
+                kubechaos_core::error::chain(&e)
+            )));
         }
         self.cluster.exited(name).map(Exit::Unrecorded)
     }
@@ -271,7 +275,7 @@ impl Backend for Local {
         let cluster = rt.block_on(async {
             tokio::select! {
                 biased;
-                _ = stop_rx.changed() => Err("interrupted while the control plane was starting".to_owned()),
+                _ = stop_rx.changed() => Err(LocalError::Interrupted),
                 c = LocalCluster::up(&spec, keep, hooks, &mut say) => c,
             }
         });
@@ -279,16 +283,14 @@ impl Backend for Local {
             Ok(c) => c,
             Err(e) => {
                 interrupt.stop();
-                let message = format!(
-                    "the local control plane did not start: {e}; everything started was stopped"
-                );
+                let e = EnvironmentError::Local(e);
                 return Err(if interrupt.came() {
                     BackendError::Interrupted {
-                        message,
+                        message: kubechaos_core::error::chain(&e),
                         events: Vec::new(),
                     }
                 } else {
-                    BackendError::Environment(message)
+                    e.into()
                 });
             }
         };

@@ -32,7 +32,7 @@ use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
 use self::store::{Store, LEASES};
 use super::driver::{Exit, World, ETCD};
-use super::BackendError;
+use super::{BackendError, EnvironmentError};
 use crate::clock::{Clock, SimClock};
 use crate::observer::{Command, Observer};
 use crate::run::{Backend, Ready};
@@ -121,7 +121,7 @@ impl World for SimWorld<'_> {
         self.sim
             .step()
             .map(|_| ())
-            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))
+            .map_err(|e| EnvironmentError::Simulation(e.to_string()).into())
     }
 
     fn real_time(&self) -> bool {
@@ -455,7 +455,8 @@ pub const BOOTSTRAP_LIMIT: Duration = Duration::from_secs(300);
 /// of the run (what happened before is stamped zero, as on the local backend, whose time zero is
 /// the moment its cluster is ready).
 fn bootstrap(sim: &mut turmoil::Sim<'_>, s: &Scenario) -> Result<Duration, BackendError> {
-    let done: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    type Done = Option<Result<(), crate::selfhosted::BootstrapError>>;
+    let done: Arc<Mutex<Done>> = Arc::default();
     let result = done.clone();
     let components: BTreeMap<kubechaos_core::scenario::Component, u32> = s
         .cluster
@@ -478,11 +479,11 @@ fn bootstrap(sim: &mut turmoil::Sim<'_>, s: &Scenario) -> Result<Duration, Backe
     });
     loop {
         if let Some(r) = done.lock().expect("bootstrap result").take() {
-            return r.map(|()| sim.elapsed()).map_err(|e| {
-                BackendError::Environment(format!("the simulated cluster did not start: {e}"))
-            });
+            return r
+                .map(|()| sim.elapsed())
+                .map_err(|e| EnvironmentError::SimStart(e).into());
         }
         sim.step()
-            .map_err(|e| BackendError::Environment(format!("the simulation failed: {e}")))?;
+            .map_err(|e| EnvironmentError::Simulation(e.to_string()))?;
     }
 }

@@ -81,7 +81,13 @@ impl SimContainers {
 }
 
 impl Containers for SimContainers {
-    fn start(&self, node: &str, pod: &str, c: Component, _args: &[String]) -> Result<(), String> {
+    fn start(
+        &self,
+        node: &str,
+        pod: &str,
+        c: Component,
+        _args: &[String],
+    ) -> Result<(), crate::fake_node::ContainerError> {
         let mut st = self.state.lock().expect("containers");
         let p = match st.procs.get(pod) {
             Some(p) => p.clone(),

@@ -1,0 +1,70 @@
+//! `agent`: the reference leader-elected agent, as the local backend runs it.
+
+use std::time::Duration;
+
+use super::{runtime, End};
+use crate::cli::AgentArgs;
+use crate::failure::{Failure, Verdict};
+use kubechaos_core::scenario::AgentMode;
+
+/// `kubechaos agent`: compete for a Lease until killed, reporting leadership as JSON lines.
+pub fn agent(args: &AgentArgs) -> End {
+    let Some((namespace, name)) = args
+        .lease
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+    else {
+        return Err(Failure::Input(format!(
+            "kubechaos agent: --lease {}: expected NAMESPACE/NAME, for example default/agent-lock",
+            args.lease
+        )));
+    };
+    let mode = match args.mode.as_str() {
+        "give-up" => AgentMode::GiveUp,
+        "stuck-on-stop" => AgentMode::StuckOnStop,
+        _ => AgentMode::Correct,
+    };
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "agent".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("{hostname}_{:08x}", nanos as u32 ^ std::process::id()));
+    let rt = runtime()?;
+    rt.block_on(async {
+        // client-go bounds leader-election requests by the renew deadline; 5s keeps each try
+        // inside it, as the sim's clients do.
+        let client = kubechaos_engine::kubeclient::client(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+            Some(Duration::from_secs(5)),
+        )
+        .await?;
+        let process = kubechaos_core::events::identity_process(&identity).to_owned();
+        kubechaos_engine::agent::run(kubechaos_engine::agent::AgentParams {
+            client,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            identity: identity.clone(),
+            mode,
+            clock: std::sync::Arc::new(kubechaos_engine::clock::SystemClock),
+            rng: kubechaos_engine::clock::Rng::new(nanos, &identity),
+            reporter: std::sync::Arc::new(kubechaos_engine::agent::JsonLinesReporter),
+            note: Box::new(move |m| {
+                kubechaos_engine::agent::JsonLinesReporter::emit(
+                    &kubechaos_core::events::EventKind::ProcessNote {
+                        process: process.clone(),
+                        message: m.to_owned(),
+                    },
+                )
+            }),
+        })
+        .await;
+        Ok(Verdict::Held)
+    })
+}

@@ -1,0 +1,126 @@
+//! `list` and `validate`: scenario files, read but not played.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::End;
+use crate::cli::{backend_of, Backend, Provider};
+use crate::failure::{Failure, Verdict};
+use kubechaos_core::scenario;
+use kubechaos_engine::backend::BackendError;
+use kubechaos_engine::run::DEFAULT_SEED;
+
+/// `kubechaos list`: the scenarios in ./scenarios and the shipped ones, each with its summary.
+pub fn list() -> End {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for dir in scenario::search_dirs() {
+        for path in scenario::yaml_files(&dir) {
+            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+                continue;
+            };
+            if !seen.insert(stem.clone()) {
+                continue;
+            }
+            rows.push(match scenario::load(&path) {
+                Ok(s) => {
+                    let summary = s
+                        .description
+                        .split_terminator(['\n'])
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned();
+                    (s.name, summary)
+                }
+                Err(e) => {
+                    let first = e.to_string().lines().next().unwrap_or("").to_owned();
+                    (stem, format!("(invalid: {first})"))
+                }
+            });
+        }
+    }
+    let width = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    if rows.is_empty() {
+        eprintln!("kubechaos: no scenarios found in ./scenarios");
+    }
+    for (name, summary) in rows {
+        println!("{name:<width$}  {summary}");
+    }
+    std::io::stdout().flush().ok();
+    Ok(Verdict::Held)
+}
+
+/// `kubechaos validate`: every problem of every file (and what the backend cannot do).
+pub fn validate(paths: &[PathBuf], backend: Backend, provider: Provider) -> End {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let found = scenario::yaml_files(p);
+            if found.is_empty() {
+                return Err(Failure::Input(format!(
+                    "{}: no .yaml files in this directory",
+                    p.display()
+                )));
+            }
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let world = backend_of(
+        backend,
+        DEFAULT_SEED,
+        Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
+        false,
+        kubechaos_engine::backend::kube::KubeTarget {
+            provider: provider.into(),
+            ..Default::default()
+        },
+    );
+    let mut bad = 0;
+    for f in &files {
+        let checked = scenario::load(f).map_err(Failure::from).and_then(|s| {
+            let problems = world.check(&s);
+            if problems.is_empty() {
+                Ok(s)
+            } else {
+                Err(Failure::of_run(
+                    &s.source.path,
+                    BackendError::Unsupported {
+                        backend: backend.name(),
+                        problems,
+                    },
+                ))
+            }
+        });
+        match checked {
+            Ok(s) => println!(
+                "ok  {} ({}: {} fault step{}, {} invariant{})",
+                f.display(),
+                s.name,
+                s.faults.len(),
+                if s.faults.len() == 1 { "" } else { "s" },
+                s.expect.len(),
+                if s.expect.len() == 1 { "" } else { "s" }
+            ),
+            Err(failure) => {
+                failure.report();
+                bad += 1;
+            }
+        }
+    }
+    if bad > 0 {
+        return Err(Failure::Input(format!(
+            "{bad} of {} file{} invalid",
+            files.len(),
+            if files.len() == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(Verdict::Held)
+}

@@ -1,0 +1,129 @@
+//! `recover pod-from|bind`: disaster recovery by hand, on any cluster.
+
+use std::time::{Duration, Instant};
+
+use super::{runtime, End};
+use crate::cli::{BindArgs, KubeArgs, PodFromArgs};
+use crate::failure::{Failure, Verdict};
+use kubechaos_core::scenario;
+use kubechaos_engine::recover::{self, Cleanup, Workload};
+
+/// A client for the cluster the flags name.
+async fn client(k: &KubeArgs) -> Result<kube::Client, Failure> {
+    Ok(kubechaos_engine::kubeclient::client(
+        k.kubeconfig.as_deref(),
+        k.context.as_deref(),
+        Some(Duration::from_secs(10)),
+    )
+    .await?)
+}
+
+/// `kubechaos recover pod-from`: a pod from a workload's template, pre-bound to a node; with
+/// `--cleanup`, deleted once the workload's own pods are Ready again.
+pub fn pod_from(args: &PodFromArgs) -> End {
+    let w = Workload::parse(&args.kube.namespace, &args.workload)
+        .map_err(|e| Failure::Input(format!("kubechaos recover: {e}")))?;
+    if args.cleanup && w.kind == recover::Kind::PodTemplate {
+        return Err(Failure::Input("kubechaos recover: --cleanup needs a workload that reports availability; a podtemplate does not (expected a deployment, daemonset, statefulset or replicaset)".to_owned()));
+    }
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = client(&args.kube).await?;
+        let (_, pod) = recover::prepare(&client, &w, &args.node, &recover::suffix()).await?;
+        if args.dry_run {
+            let text = if args.output == "json" {
+                serde_json::to_string_pretty(&pod).expect("json") + "\n"
+            } else {
+                serde_saphyr::to_string(&pod).expect("yaml")
+            };
+            print!("{text}");
+            return Ok(Verdict::Held);
+        }
+        let created = recover::create(&client, &pod).await?;
+        let name = created.metadata.name.unwrap_or_default();
+        let ns = &w.namespace;
+        println!(
+            "pod/{name} created in {ns} from {w}'s template, bound to {}",
+            args.node
+        );
+        if !args.cleanup {
+            println!("delete it once {w} is available again: kubectl delete pod -n {ns} {name} (or use --cleanup)");
+            return Ok(Verdict::Held);
+        }
+        let started = Instant::now();
+        let mut next_say = started;
+        loop {
+            match recover::cleanup(&client, &w, &name).await? {
+                Cleanup::Done(ready, desired) => {
+                    println!(
+                        "{w} has its pods Ready again ({ready}/{desired}); deleted pod/{name}"
+                    );
+                    return Ok(Verdict::Held);
+                }
+                Cleanup::Waiting(Some((ready, desired))) if Instant::now() >= next_say => {
+                    eprintln!(
+                        "waiting for {w} to be available: {ready}/{desired} ({}s)",
+                        started.elapsed().as_secs()
+                    );
+                    next_say += Duration::from_secs(10);
+                }
+                Cleanup::Waiting(_) => {}
+            }
+            if started.elapsed() > args.timeout {
+                eprintln!(
+                    "kubechaos recover: {w} was not available within {}; pod/{name} is left running",
+                    scenario::duration::human(args.timeout)
+                );
+                return Ok(Verdict::Violated);
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
+
+/// `kubechaos recover bind`: pending pods bound to a node with a Binding. Each pod that could
+/// not be bound is said; the command ends with the worst.
+pub fn bind(args: &BindArgs) -> End {
+    let rt = runtime()?;
+    let ns = &args.kube.namespace;
+    rt.block_on(async {
+        let client = client(&args.kube).await?;
+        recover::check_node(&client, &args.node, None).await?;
+        let pods = match &args.pod {
+            Some(p) => vec![p.clone()],
+            None => recover::pending(&client, ns, &args.selector).await?,
+        };
+        if pods.is_empty() {
+            println!(
+                "no pending pod in {ns}{}",
+                if args.selector.is_empty() {
+                    String::new()
+                } else {
+                    format!(" matching {}", args.selector)
+                }
+            );
+            return Ok(Verdict::Held);
+        }
+        let mut worst: Option<Failure> = None;
+        for pod in pods {
+            match recover::bind(&client, ns, &pod, &args.node).await {
+                Ok(()) => println!("pod/{pod} bound to {}", args.node),
+                Err(e) => {
+                    let failure = Failure::from(e);
+                    match worst.take() {
+                        Some(w) if w.code() >= failure.code() => {
+                            failure.report();
+                            worst = Some(w);
+                        }
+                        Some(w) => {
+                            w.report();
+                            worst = Some(failure);
+                        }
+                        None => worst = Some(failure),
+                    }
+                }
+            }
+        }
+        worst.map_or(Ok(Verdict::Held), Err)
+    })
+}
