@@ -231,6 +231,55 @@ fn cluster_up_for_a_duration_stops_by_itself() {
     );
 }
 
+/// A control plane that cannot start says which process failed, how it exited and the last
+/// lines of its log (exit 3), and leaves nothing behind: no process, no run directory. The
+/// binaries are stand-ins in a cache of their own (etcd fails at once; the rest would run).
+#[test]
+#[ignore = "real tier: starts processes as the local backend does (root: unshare --uts); ci/test runs it"]
+fn a_failed_start_names_the_process_its_exit_and_its_log_and_leaves_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let pins = kubechaos_engine::backend::local::build::Pins::read(
+        &kubechaos_engine::backend::local::build::fixtures_dir(),
+    )
+    .unwrap();
+    let bins = cache.path().join(pins.cache_dir().file_name().unwrap());
+    std::fs::create_dir_all(&bins).unwrap();
+    for b in kubechaos_engine::backend::local::build::BINARIES {
+        let script = if b == "etcd" {
+            "#!/bin/sh\necho 'etcdmain: starting' >&2\necho 'etcdmain: listen tcp 127.0.0.1:2379: bind: address already in use' >&2\nexit 7\n"
+        } else {
+            "#!/bin/sh\nexec sleep 600\n"
+        };
+        let path = bins.join(b);
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = kubechaos()
+        .args(["cluster", "up", "--nodes", "1"])
+        .env("KUBECHAOS_CACHE", cache.path())
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the local control plane did not start: etcd exited (exit status: 7)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("its log ends:") && stderr.contains("bind: address already in use"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(
+        wait_until_gone(&cache.path().to_string_lossy()),
+        Vec::<String>::new()
+    );
+}
+
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn keep_leaves_the_run_directory_with_logs_and_kubeconfigs() {
