@@ -713,3 +713,258 @@ fn short(e: &kube::Error) -> String {
 fn is_gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 410)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The observer's reading of what it sees, without a cluster: objects as the watches hand
+    //! them over, events as the recorder keeps them.
+
+    use super::*;
+    use serde_json::json;
+
+    fn observer() -> Observer {
+        Observer {
+            recorder: Recorder::new(|| 0),
+            epoch: "2026-01-01T00:00:00Z".parse().unwrap(),
+            deployments: ["kube-system/kube-scheduler".to_owned()].into(),
+            leases: ["kube-system/kube-scheduler".to_owned()].into(),
+            watch_timeout: 60,
+            holder_names: BTreeMap::new(),
+        }
+    }
+
+    fn kinds(o: &Observer) -> Vec<EventKind> {
+        o.recorder.snapshot().into_iter().map(|e| e.kind).collect()
+    }
+
+    fn lease(name: &str, holder: &str, renew: &str, transitions: i32) -> Lease {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "kube-system", "name": name},
+            "spec": {"holderIdentity": holder, "renewTime": renew,
+                     "leaseTransitions": transitions, "leaseDurationSeconds": 15}
+        }))
+        .unwrap()
+    }
+
+    /// A Lease of interest is recorded when it changes, with its renew time relative to the
+    /// run's start; one seen again unchanged, and the Leases of nobody's interest, are not.
+    #[test]
+    fn leases_are_recorded_once_per_change_and_only_those_judged() {
+        let o = observer();
+        let mut seen = BTreeMap::new();
+        let l = lease(
+            "kube-scheduler",
+            "node-0_ab12",
+            "2026-01-01T00:00:02.500000Z",
+            0,
+        );
+        o.lease(&mut seen, &l);
+        o.lease(&mut seen, &l);
+        o.lease(
+            &mut seen,
+            &lease("other", "x", "2026-01-01T00:00:03.000000Z", 0),
+        );
+        o.lease(
+            &mut seen,
+            &lease("kube-scheduler", "", "2026-01-01T00:00:04.000000Z", 1),
+        );
+        assert_eq!(
+            kinds(&o),
+            [
+                EventKind::LeaseObserved {
+                    lease: "kube-system/kube-scheduler".into(),
+                    holder: Some("node-0_ab12".into()),
+                    renew_ms: Some(2500),
+                    transitions: 0,
+                    duration_ms: Some(15_000),
+                },
+                EventKind::LeaseObserved {
+                    lease: "kube-system/kube-scheduler".into(),
+                    holder: None,
+                    renew_ms: Some(4000),
+                    transitions: 1,
+                    duration_ms: Some(15_000),
+                },
+            ]
+        );
+    }
+
+    /// Holder identities are renamed to the scenario's process names where the provider says
+    /// whose host is whose (kind's control-plane nodes); the rest of the identity stays.
+    #[test]
+    fn holder_identities_take_the_process_names_they_stand_for() {
+        let mut o = observer();
+        o.holder_names.insert(
+            (
+                "kube-system/kube-scheduler".into(),
+                "chaos-control-plane".into(),
+            ),
+            "kube-scheduler-0".into(),
+        );
+        let l = "kube-system/kube-scheduler";
+        assert_eq!(
+            o.holder_name(l, "chaos-control-plane_7f3e".into()),
+            "kube-scheduler-0_7f3e"
+        );
+        assert_eq!(
+            o.holder_name(l, "chaos-control-plane".into()),
+            "kube-scheduler-0"
+        );
+        assert_eq!(o.holder_name(l, "elsewhere_1".into()), "elsewhere_1");
+        assert_eq!(
+            o.holder_name("default/other", "chaos-control-plane_1".into()),
+            "chaos-control-plane_1"
+        );
+    }
+
+    /// A node is recorded when its readiness or its NoSchedule/NoExecute taints change.
+    #[test]
+    fn nodes_are_recorded_when_ready_or_tainted_changes() {
+        let o = observer();
+        let mut seen = BTreeMap::new();
+        let node = |ready: &str, taints: serde_json::Value| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "node-0"},
+                "spec": {"taints": taints},
+                "status": {"conditions": [{"type": "Ready", "status": ready}]}
+            }))
+            .unwrap()
+        };
+        o.node(&mut seen, &node("True", json!([])));
+        o.node(&mut seen, &node("True", json!([])));
+        o.node(
+            &mut seen,
+            &node("True", json!([{"key": "x", "effect": "PreferNoSchedule"}])),
+        );
+        o.node(&mut seen, &node("False", json!([])));
+        o.node(
+            &mut seen,
+            &node(
+                "False",
+                json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+            ),
+        );
+        let said: Vec<(bool, bool)> = kinds(&o)
+            .into_iter()
+            .map(|k| match k {
+                EventKind::NodeObserved { ready, tainted, .. } => (ready, tainted),
+                k => panic!("{k:?}"),
+            })
+            .collect();
+        assert_eq!(said, [(true, false), (false, false), (false, true)]);
+    }
+
+    /// A probe pod is recorded once it is bound, once per node it is bound to.
+    #[test]
+    fn probe_pods_are_recorded_when_bound() {
+        let o = observer();
+        let mut seen = BTreeMap::new();
+        let pod = |node: Option<&str>| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "probe-1"},
+                "spec": {"containers": [{"name": "c"}], "nodeName": node}
+            }))
+            .unwrap()
+        };
+        o.pod(&mut seen, &pod(None));
+        o.pod(&mut seen, &pod(Some("node-1")));
+        o.pod(&mut seen, &pod(Some("node-1")));
+        assert_eq!(
+            kinds(&o),
+            [EventKind::PodBound {
+                pod: format!("{PROBE_NAMESPACE}/probe-1"),
+                node: "node-1".into(),
+            }]
+        );
+    }
+
+    /// A Deployment is available as far as both its status and its own Ready pods say: pods
+    /// being deleted, not Ready, in another namespace or not selected do not count (its status
+    /// is stale while no controller-manager runs).
+    #[test]
+    fn availability_counts_only_the_deployments_own_ready_pods() {
+        let o = observer();
+        let mut w = Workloads::default();
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"namespace": "kube-system", "name": "kube-scheduler"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"component": "kube-scheduler"}},
+                     "template": {}},
+            "status": {"availableReplicas": 2}
+        }))
+        .unwrap();
+        let pod = |name: &str, ns: &str, label: &str, ready: &str, deleting: bool| -> Pod {
+            let mut meta = json!({"namespace": ns, "name": name, "labels": {"component": label}});
+            if deleting {
+                meta["deletionTimestamp"] = json!("2026-01-01T00:00:01Z");
+            }
+            serde_json::from_value(json!({
+                "metadata": meta,
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"conditions": [{"type": "Ready", "status": ready}]}
+            }))
+            .unwrap()
+        };
+        let pods = [
+            pod("a", "kube-system", "kube-scheduler", "True", false),
+            pod("b", "kube-system", "kube-scheduler", "True", true),
+            pod("c", "kube-system", "kube-scheduler", "False", false),
+            pod("d", "default", "kube-scheduler", "True", false),
+            pod("e", "kube-system", "other", "True", false),
+        ];
+        w.deployments(Seen::Listed(std::slice::from_ref(&deployment)));
+        w.pods(Seen::Listed(&pods));
+        o.availability(&mut w);
+        o.availability(&mut w);
+        let second = pod("f", "kube-system", "kube-scheduler", "True", false);
+        w.pods(Seen::Changed(&second));
+        o.availability(&mut w);
+        w.pods(Seen::Deleted(&pods[0]));
+        o.availability(&mut w);
+        let said: Vec<(u32, u32, u32, u32)> = kinds(&o)
+            .into_iter()
+            .map(|k| match k {
+                EventKind::DeploymentObserved {
+                    available,
+                    desired,
+                    reported,
+                    ready_pods,
+                    ..
+                } => (available, desired, reported, ready_pods),
+                k => panic!("{k:?}"),
+            })
+            .collect();
+        assert_eq!(said, [(1, 2, 2, 1), (2, 2, 2, 2), (1, 2, 2, 1)]);
+    }
+
+    /// Losing the API server and finding it again are each said once; a first answer says
+    /// nothing.
+    #[test]
+    fn reaching_the_api_server_is_said_when_it_changes() {
+        let o = observer();
+        let reach = Reach::default();
+        let lost = kube::Error::Api(
+            kube::core::Status::failure("etcdserver: request timed out", "InternalError")
+                .with_code(500)
+                .boxed(),
+        );
+        o.reach(&reach, Ok(()));
+        o.reach(&reach, Err(&lost));
+        o.reach(&reach, Err(&lost));
+        o.reach(&reach, Ok(()));
+        o.reach(&reach, Ok(()));
+        let notes: Vec<String> = kinds(&o)
+            .into_iter()
+            .map(|k| match k {
+                EventKind::ProcessNote { message, .. } => message,
+                k => panic!("{k:?}"),
+            })
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "observer: cannot reach the API server (500 InternalError: etcdserver: request timed out); retrying every second",
+                "observer: reached the API server again",
+            ]
+        );
+    }
+}
