@@ -197,11 +197,6 @@ impl Recorder {
             .push(Event { t_ms, kind });
     }
 
-    /// Milliseconds since the start of the run.
-    pub fn now_ms(&self) -> u64 {
-        (self.clock)()
-    }
-
     /// Every event so far, in time order (stable for events at the same time).
     pub fn snapshot(&self) -> Vec<Event> {
         let mut events = self.events.lock().expect("recorder lock").clone();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// One requirement of a selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Requirement {
+pub(crate) enum Requirement {
     /// `key=value` / `key==value`.
     Equals(String, String),
     /// `key!=value`.
@@ -19,7 +19,7 @@ pub enum Requirement {
 
 /// A parsed selector: every requirement must hold. The empty selector matches everything.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Selector(pub Vec<Requirement>);
+pub struct Selector(pub(crate) Vec<Requirement>);
 
 fn valid_key(k: &str) -> bool {
     !k.is_empty()

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 /// kubelet's container restart back-off (`pkg/kubelet`: 10s initial, doubling, at most 5 minutes).
-pub fn backoff(restarts: u32) -> Duration {
+pub(crate) fn backoff(restarts: u32) -> Duration {
     Duration::from_secs(10u64.saturating_mul(1u64 << restarts.min(5)).min(300))
 }
 
 /// The back-off resets after this long running (kubelet: 10 minutes).
-pub const BACKOFF_RESET: Duration = Duration::from_secs(600);
+pub(crate) const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
 #[cfg(test)]
 mod tests {

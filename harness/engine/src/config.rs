@@ -22,7 +22,7 @@ pub struct Config {
 }
 
 /// Where the configuration file is looked for when none is named.
-pub fn default_path() -> Option<PathBuf> {
+pub(crate) fn default_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KUBECHAOS_CONFIG").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }

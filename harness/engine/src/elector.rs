@@ -31,13 +31,13 @@ use crate::clock::{Clock, Rng};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
     /// How long a lease is valid after its holder's last observed renewal. Default 15s.
-    pub lease_duration: Duration,
+    pub(crate) lease_duration: Duration,
     /// How long the leader keeps trying to renew before it gives up leading. Default 10s.
-    pub renew_deadline: Duration,
+    pub(crate) renew_deadline: Duration,
     /// Interval between tries. Default 2s.
-    pub retry_period: Duration,
+    pub(crate) retry_period: Duration,
     /// Jitter added to acquire retries, as a fraction of `retry_period`. Default 1.2.
-    pub jitter_factor: f64,
+    pub(crate) jitter_factor: f64,
 }
 
 impl Default for Config {
@@ -60,14 +60,6 @@ pub trait LeadershipReporter: Send + Sync {
     fn stopped_leading(&self, lease: &str, identity: &str, reason: &str);
 }
 
-/// A reporter that reports to no one.
-pub struct NoReporter;
-
-impl LeadershipReporter for NoReporter {
-    fn started_leading(&self, _: &str, _: &str) {}
-    fn stopped_leading(&self, _: &str, _: &str, _: &str) {}
-}
-
 /// What this candidate last saw of the lease, and when (by its own clock).
 #[derive(Clone, Debug)]
 struct Observed {
@@ -78,7 +70,7 @@ struct Observed {
 /// What `try_acquire_or_renew` decides from a lease it read. Pure, so it can be tested against
 /// client-go's behaviour table without a server.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Someone else holds an unexpired lease: do nothing.
     Wait,
     /// Write this spec (take over, or renew our own).
@@ -86,7 +78,7 @@ pub enum Decision {
 }
 
 /// Decide what to do with a lease held as `current`, observed unchanged since `observed_at`.
-pub fn decide(
+pub(crate) fn decide(
     current: &LeaseSpec,
     observed_at: Instant,
     now: Instant,
@@ -118,7 +110,7 @@ pub fn decide(
 }
 
 /// A candidate for one Lease.
-pub struct Elector {
+pub(crate) struct Elector {
     config: Config,
     api: Api<Lease>,
     namespace: String,
@@ -134,7 +126,7 @@ pub struct Elector {
 impl Elector {
     /// A candidate `identity` for `namespace/name`.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         client: kube::Client,
         namespace: &str,
         name: &str,
@@ -159,19 +151,14 @@ impl Elector {
     }
 
     /// `NAMESPACE/NAME` of the lease.
-    pub fn lease(&self) -> String {
+    pub(crate) fn lease(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
-    }
-
-    /// This candidate's identity.
-    pub fn identity(&self) -> &str {
-        &self.identity
     }
 
     /// Become leader, run `work` while leading, and return when leadership is lost (the work is
     /// dropped at that moment: it stops acting as leader). If `work` finishes first, leadership is
     /// kept until it is lost, as client-go does.
-    pub async fn run<F: Future<Output = ()>>(&mut self, work: F) {
+    pub(crate) async fn run<F: Future<Output = ()>>(&mut self, work: F) {
         self.acquire().await;
         self.leading = true;
         let lease = self.lease();
@@ -249,7 +236,7 @@ impl Elector {
     }
 
     /// One try, as client-go's `tryAcquireOrRenew`: true when the lease is ours after it.
-    pub async fn try_acquire_or_renew(&mut self) -> bool {
+    pub(crate) async fn try_acquire_or_renew(&mut self) -> bool {
         let now = Instant::now();
         let wall = MicroTime(self.clock.wall());
 

@@ -79,9 +79,9 @@ pub struct GenFault {
     /// Seconds from the start.
     pub at_s: u32,
     /// What it does.
-    pub action: Action,
+    pub(crate) action: Action,
     /// Seconds until its undo (used by the actions that have one).
-    pub for_s: u32,
+    pub(crate) for_s: u32,
 }
 
 impl GenFault {
@@ -119,9 +119,7 @@ impl GenFault {
 #[derive(Clone, Debug)]
 pub struct Topology {
     /// The topology's name (its file name).
-    pub name: String,
-    /// Where it came from.
-    pub path: PathBuf,
+    pub(crate) name: String,
     /// The topology as a scenario (its faults and duration dropped).
     scenario: Scenario,
     /// Its lines minus `name`, `description`, `faults` and `duration`.
@@ -220,7 +218,6 @@ impl Topology {
         let horizon = s.duration.unwrap_or(Duration::from_secs(180));
         Ok(Topology {
             name: s.name.clone(),
-            path: s.source.path.clone(),
             scenario: Scenario {
                 faults: Vec::new(),
                 duration: None,
@@ -234,7 +231,7 @@ impl Topology {
     }
 
     /// The strategy of schedules: 1 to `max_faults` faults.
-    pub fn schedules(&self, max_faults: usize) -> BoxedStrategy<Vec<GenFault>> {
+    pub(crate) fn schedules(&self, max_faults: usize) -> BoxedStrategy<Vec<GenFault>> {
         let kills = self.kill_pool.len();
         let parts = self.partition_pool.len();
         let mut kinds: Vec<BoxedStrategy<Action>> = vec![
@@ -291,7 +288,7 @@ impl Topology {
     }
 
     /// The scenario of a schedule, as the model: the topology with these faults.
-    pub fn scenario(&self, schedule: &[GenFault]) -> Scenario {
+    pub(crate) fn scenario(&self, schedule: &[GenFault]) -> Scenario {
         let (faults, name) = self.ordered(schedule);
         let mut s = self.scenario.clone();
         s.source.path = PathBuf::from(format!("{name}.yaml"));
@@ -302,7 +299,7 @@ impl Topology {
 
     /// The scenario file of a schedule (faults in time order), and its name
     /// (`TOPOLOGY-HASH`). `header` goes first, as comments.
-    pub fn render(&self, schedule: &[GenFault], header: &str) -> (String, String) {
+    pub(crate) fn render(&self, schedule: &[GenFault], header: &str) -> (String, String) {
         let (faults, name) = self.ordered(schedule);
         let mut out = String::new();
         for line in header.lines() {
@@ -358,7 +355,7 @@ fn case_tree(
 }
 
 /// The outcome of one schedule: the first violated invariant's label and text, if any.
-pub fn play(
+pub(crate) fn play(
     topo: &Topology,
     schedule: &[GenFault],
     opts: &ExploreOptions,

@@ -32,22 +32,22 @@ use crate::selfhosted::component_of_image;
 use kubechaos_core::scenario::Component;
 
 /// Interval between lease renewals (kubelet default).
-pub const RENEW_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// `leaseDurationSeconds` of node leases (kubelet default).
-pub const LEASE_SECONDS: i32 = 40;
+pub(crate) const LEASE_SECONDS: i32 = 40;
 
 /// How often the node agent looks at its pods.
-pub const POD_SYNC: Duration = Duration::from_secs(1);
+pub(crate) const POD_SYNC: Duration = Duration::from_secs(1);
 
 /// Why a container did not start: the runner's own error (the local backend's
 /// [`crate::backend::local::error::LocalError`]).
-pub type ContainerError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type ContainerError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Where a node agent runs containers: tasks on the sim, child processes on the local backend.
 /// Containers are named by their pod (`NAMESPACE/NAME`); their process is named by the pod's
 /// name, so that the Lease identity (`hostname_x`, and a pod's hostname is its name) says which
 /// pod leads.
-pub trait Containers: Send + Sync {
+pub(crate) trait Containers: Send + Sync {
     /// Start the process of pod `pod` (`NAMESPACE/NAME`) on node `node`: `component` with
     /// `args`. An error means it did not start (the agent retries after the back-off).
     fn start(
@@ -69,7 +69,7 @@ pub trait Containers: Send + Sync {
 /// What a `kill`, `remove` or `start` step does to a self-hosted component, whose processes
 /// are its pods' containers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContainerOp {
+pub(crate) enum ContainerOp {
     /// Stop the containers (SIGKILL); their nodes restart them with back-off, as after a crash.
     Kill,
     /// Stop the containers and keep them stopped (they are lost for good: a broken image, a
@@ -82,30 +82,30 @@ pub enum ContainerOp {
 /// What a backend's containers know of the pods they ran: each pod's node and component, and
 /// which are held down (`remove`). The sim's and the local backend's containers keep one each.
 #[derive(Default)]
-pub struct PodBook {
+pub(crate) struct PodBook {
     known: BTreeMap<String, (String, Component)>,
     held: BTreeSet<String>,
 }
 
 impl PodBook {
     /// Pod `pod` was started on `node` as `c`.
-    pub fn started(&mut self, pod: &str, node: &str, c: Component) {
+    pub(crate) fn started(&mut self, pod: &str, node: &str, c: Component) {
         self.known.insert(pod.to_owned(), (node.to_owned(), c));
     }
 
     /// Pod `pod` is gone: no later step acts on it.
-    pub fn forget(&mut self, pod: &str) {
+    pub(crate) fn forget(&mut self, pod: &str) {
         self.known.remove(pod);
         self.held.remove(pod);
     }
 
     /// Whether pod `pod`'s container is held down.
-    pub fn held(&self, pod: &str) -> bool {
+    pub(crate) fn held(&self, pod: &str) -> bool {
         self.held.contains(pod)
     }
 
     /// The pods started on `node`.
-    pub fn on_node(&self, node: &str) -> Vec<String> {
+    pub(crate) fn on_node(&self, node: &str) -> Vec<String> {
         self.known
             .iter()
             .filter(|(_, (n, _))| n == node)
@@ -115,7 +115,7 @@ impl PodBook {
 
     /// Carry out `op` on component `c`'s pods (or only `only`) in the book: returns (pods to
     /// stop, pods touched) and holds or releases them.
-    pub fn plan(
+    pub(crate) fn plan(
         &mut self,
         c: Component,
         only: Option<&str>,
@@ -181,7 +181,12 @@ struct Container {
 }
 
 /// Heartbeat as node `name` and run its pods until the future is dropped.
-pub async fn run(client: kube::Client, name: &str, clock: &dyn Clock, containers: &dyn Containers) {
+pub(crate) async fn run(
+    client: kube::Client,
+    name: &str,
+    clock: &dyn Clock,
+    containers: &dyn Containers,
+) {
     let mut pods: BTreeMap<String, Container> = BTreeMap::new();
     let mut next_heartbeat = tokio::time::Instant::now();
     loop {
@@ -361,7 +366,7 @@ fn ready_node(name: &str, clock: &dyn Clock) -> Node {
 }
 
 /// One heartbeat: register or re-report the Node as Ready, renew its Lease.
-pub async fn heartbeat(
+pub(crate) async fn heartbeat(
     client: &kube::Client,
     name: &str,
     clock: &dyn Clock,

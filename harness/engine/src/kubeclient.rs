@@ -95,7 +95,7 @@ pub async fn client(
 }
 
 /// The holder identity of a Lease (`Ok(None)`: it does not exist or nobody holds it).
-pub async fn lease_holder(
+pub(crate) async fn lease_holder(
     client: &kube::Client,
     lease: &LeaseRef,
 ) -> Result<Option<String>, kube::Error> {
@@ -108,7 +108,7 @@ pub async fn lease_holder(
 }
 
 /// Whether a node's Ready condition is True.
-pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
+pub(crate) fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
     n.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -117,7 +117,7 @@ pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
 
 /// Whether a node can take new pods: Ready, not cordoned, without a `NoSchedule` or `NoExecute`
 /// taint (what the scheduler's filters ask of a pod without tolerations).
-pub fn schedulable(n: &k8s_openapi::api::core::v1::Node) -> bool {
+pub(crate) fn schedulable(n: &k8s_openapi::api::core::v1::Node) -> bool {
     let spec = n.spec.as_ref();
     let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
     let tainted = spec.and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
@@ -128,7 +128,7 @@ pub fn schedulable(n: &k8s_openapi::api::core::v1::Node) -> bool {
 }
 
 /// Whether a pod's Ready condition is True.
-pub fn pod_ready(p: &Pod) -> bool {
+pub(crate) fn pod_ready(p: &Pod) -> bool {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

@@ -15,15 +15,15 @@
 
 pub mod agent;
 pub mod backend;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod clock;
 pub mod config;
-pub mod elector;
+pub(crate) mod elector;
 pub mod explore;
-pub mod fake_node;
+pub(crate) mod fake_node;
 pub mod kubeclient;
 pub mod observer;
 pub mod recover;
 pub mod run;
-pub mod selfhosted;
+pub(crate) mod selfhosted;
 pub mod suite;

@@ -29,12 +29,12 @@ use kubechaos_core::events::{EventKind, Recorder};
 type LeaseSeen = (Option<String>, Option<u64>, u32, Option<u64>);
 
 /// How long the observer waits before it tries the API server again.
-pub const RETRY: Duration = Duration::from_secs(1);
+pub(crate) const RETRY: Duration = Duration::from_secs(1);
 /// How long `delete-pods` waits for the deleted pods to be gone (kubectl's default grace period
 /// and then some).
-pub const DELETE_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const DELETE_WAIT: Duration = Duration::from_secs(60);
 /// Namespace of probe pods.
-pub const PROBE_NAMESPACE: &str = "kubechaos";
+pub(crate) const PROBE_NAMESPACE: &str = "kubechaos";
 
 /// An API-level action for the harness host to carry out.
 #[derive(Clone, Debug)]
@@ -118,7 +118,7 @@ pub struct Observer {
 impl Observer {
     /// The observer of a run of `s`: its leases and Deployments, renew times relative to `epoch`,
     /// watches as real API servers serve them (60 s), holder identities as they are.
-    pub fn of(
+    pub(crate) fn of(
         s: &kubechaos_core::scenario::Scenario,
         recorder: Recorder,
         epoch: k8s_openapi::jiff::Timestamp,

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 /// Label on every recovery pod: which workload it stands in for (`deployment.kube-scheduler`).
-pub const RECOVERY_LABEL: &str = "kubechaos.io/recovery-for";
+pub(crate) const RECOVERY_LABEL: &str = "kubechaos.io/recovery-for";
 
 /// A workload kind that has a pod template.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order they are listed in messages.
-    pub const ALL: [Kind; 5] = [
+    pub(crate) const ALL: [Kind; 5] = [
         Kind::Deployment,
         Kind::DaemonSet,
         Kind::StatefulSet,
@@ -46,7 +46,7 @@ impl Kind {
     ];
 
     /// As kubectl spells the resource (singular, lower case).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Deployment => "deployment",
             Kind::DaemonSet => "daemonset",
@@ -57,7 +57,7 @@ impl Kind {
     }
 
     /// The names kubectl accepts: singular, plural, short name, or the Kind itself.
-    pub fn parse(s: &str) -> Option<Kind> {
+    pub(crate) fn parse(s: &str) -> Option<Kind> {
         let s = s.to_ascii_lowercase();
         let s = s.split('.').next().unwrap_or(""); // deployments.apps
         Kind::ALL.into_iter().find(|k| {
@@ -81,7 +81,7 @@ pub struct Workload {
     /// Namespace.
     pub namespace: String,
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl fmt::Display for Workload {
@@ -143,7 +143,7 @@ fn cluster_error(what: &str, source: kube::Error) -> RecoverError {
 }
 
 /// A workload named wrongly (`KIND/NAME` expected).
-pub type WorkloadSyntax = kubechaos_core::error::SyntaxError;
+pub(crate) type WorkloadSyntax = kubechaos_core::error::SyntaxError;
 
 async fn get_value<K>(
     client: &kube::Client,
@@ -164,7 +164,7 @@ where
 }
 
 /// Read a workload as JSON.
-pub async fn fetch(client: &kube::Client, w: &Workload) -> Result<Value, RecoverError> {
+pub(crate) async fn fetch(client: &kube::Client, w: &Workload) -> Result<Value, RecoverError> {
     let (ns, name) = (w.namespace.as_str(), w.name.as_str());
     let found = match w.kind {
         Kind::Deployment => get_value::<Deployment>(client, ns, name).await,
@@ -219,7 +219,7 @@ fn label_value(s: &str) -> String {
 /// - the template's labels without those the workload's selector uses, so that the workload's
 ///   controller does not adopt it (and then delete it as a surplus replica);
 /// - the template's spec with `nodeName` set: no scheduler is needed.
-pub fn recovery_pod(
+pub(crate) fn recovery_pod(
     w: &Workload,
     obj: &Value,
     node: &str,
@@ -344,7 +344,7 @@ pub async fn check_node(
 }
 
 /// The template's `nodeSelector`, if any.
-pub fn node_selector(kind: Kind, obj: &Value) -> Option<Value> {
+pub(crate) fn node_selector(kind: Kind, obj: &Value) -> Option<Value> {
     template_of(kind, obj)
         .0
         .pointer("/spec/nodeSelector")
@@ -376,7 +376,7 @@ pub async fn create(client: &kube::Client, pod: &Pod) -> Result<Pod, RecoverErro
 
 /// `(available, desired)` replicas of a workload, or None for a kind that does not report
 /// availability (PodTemplate).
-pub fn availability(kind: Kind, obj: &Value) -> Option<(u32, u32)> {
+pub(crate) fn availability(kind: Kind, obj: &Value) -> Option<(u32, u32)> {
     let n = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0).max(0) as u32;
     match kind {
         Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => Some((
@@ -399,7 +399,7 @@ pub fn availability(kind: Kind, obj: &Value) -> Option<(u32, u32)> {
 /// number (PodTemplate). Counted from the pods rather than read from the workload's status:
 /// with no controller-manager running, that status is stale (it still says what was available
 /// before the disaster), and a recovery pod deleted on its word leaves nothing running.
-pub async fn ready_replicas(
+pub(crate) async fn ready_replicas(
     client: &kube::Client,
     w: &Workload,
 ) -> Result<Option<(u32, u32)>, RecoverError> {

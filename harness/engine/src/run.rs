@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::backend::driver::{Driver, World};
 use crate::backend::BackendError;
 use kubechaos_core::events::{fmt_ms, Event, EventKind, Recorder};
-pub use kubechaos_core::outcome::Outcome;
+pub(crate) use kubechaos_core::outcome::Outcome;
 pub use kubechaos_core::plan::Plan;
 use kubechaos_core::plan::PlannedKind;
 use kubechaos_core::report::live::{Progress, Status};
@@ -21,15 +21,15 @@ use kubechaos_core::scenario::{Pos, Scenario};
 pub const DEFAULT_SEED: u64 = 1;
 
 /// A world that is ready: time zero of the run is now.
-pub struct Ready<W> {
+pub(crate) struct Ready<W> {
     /// The world.
-    pub world: W,
+    pub(crate) world: W,
     /// The processes the driver supervises, all running.
-    pub processes: Vec<String>,
+    pub(crate) processes: Vec<String>,
 }
 
 /// What a backend supplies to the run skeleton.
-pub trait Backend {
+pub(crate) trait Backend {
     /// Its world.
     type World: World;
     /// As `--backend` and the `run-started` event name it.
@@ -118,7 +118,7 @@ pub fn run(
 
 /// The run skeleton: start, play the plan at the world's time, end. Returns the recorded
 /// timeline; an interrupted run's timeline comes with [`BackendError::Interrupted`].
-pub fn play<B: Backend>(
+pub(crate) fn play<B: Backend>(
     backend: &mut B,
     s: &Scenario,
     plan: &Plan,
@@ -164,7 +164,7 @@ pub fn play<B: Backend>(
 }
 
 /// How often a real-time world tells the live view where the run is.
-pub const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+pub(crate) const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The driver loop: apply each planned action when due, supervise, and let time pass until the
 /// plan's end or an interruption; in real time, say each step and tell the live view where the

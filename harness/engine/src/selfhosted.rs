@@ -28,30 +28,30 @@ use kubechaos_core::scenario::Component;
 
 /// The Kubernetes release whose images the Deployments name (the pinned local build:
 /// `fixtures/control-plane/kubernetes/go.mod`; a test keeps them equal).
-pub const KUBERNETES_VERSION: &str = "v1.37.2";
+pub(crate) const KUBERNETES_VERSION: &str = "v1.37.2";
 /// Where the self-hosted components run.
-pub const NAMESPACE: &str = "kube-system";
+pub(crate) const NAMESPACE: &str = "kube-system";
 /// Suffix of the bootstrap pods' names: `kube-scheduler-bootstrap`.
-pub const BOOTSTRAP: &str = "bootstrap";
+pub(crate) const BOOTSTRAP: &str = "bootstrap";
 /// The leader-election flags of the bootstrap pods: a short lease, so that the Deployments' own
 /// pods take over soon after the bootstrap pods are deleted. (The sim's component models keep
 /// upstream's 15 s whatever their flags; their hand-over costs only virtual time.)
-pub const BOOTSTRAP_LEASE: [&str; 3] = [
+pub(crate) const BOOTSTRAP_LEASE: [&str; 3] = [
     "--leader-elect-lease-duration=4s",
     "--leader-elect-renew-deadline=3s",
     "--leader-elect-retry-period=1s",
 ];
 /// The host directory that the components' pods mount (kubeadm's): kubeconfigs and `pki/`.
-pub const HOST_CONFIG_DIR: &str = "/etc/kubernetes";
+pub(crate) const HOST_CONFIG_DIR: &str = "/etc/kubernetes";
 
 /// The container image of a component.
-pub fn image(c: Component) -> String {
+pub(crate) fn image(c: Component) -> String {
     format!("registry.k8s.io/{}:{KUBERNETES_VERSION}", c.name())
 }
 
 /// The component a container image runs, if it is one of the control-plane images that the node
 /// agents can run (`registry.k8s.io/kube-scheduler:v1.37.2`, any registry or tag).
-pub fn component_of_image(image: &str) -> Option<Component> {
+pub(crate) fn component_of_image(image: &str) -> Option<Component> {
     let path = image.split('@').next().unwrap_or(image);
     let last = path.rsplit('/').next().unwrap_or(path);
     let repo = last.split(':').next().unwrap_or(last);
@@ -62,7 +62,7 @@ pub fn component_of_image(image: &str) -> Option<Component> {
 /// [`HOST_CONFIG_DIR`], which the node agent maps to its node's files). `--secure-port=0`:
 /// every fake node shares this machine's network, so two replicas on one host could not both
 /// take kubeadm's fixed ports; nothing here needs the components' HTTPS endpoints.
-pub fn args(c: Component) -> Vec<String> {
+pub(crate) fn args(c: Component) -> Vec<String> {
     let conf = |f: &str| format!("{HOST_CONFIG_DIR}/{f}");
     let mut args = vec![
         format!(
@@ -89,7 +89,7 @@ pub fn args(c: Component) -> Vec<String> {
 }
 
 /// The Deployment of a self-hosted component.
-pub fn deployment(c: Component, replicas: u32) -> Deployment {
+pub(crate) fn deployment(c: Component, replicas: u32) -> Deployment {
     let name = c.name();
     serde_json::from_value(json!({
         "apiVersion": "apps/v1",
@@ -135,7 +135,7 @@ pub enum BootstrapError {
 /// the module docs). `components`: replicas per component; `nodes`: how many fake nodes run
 /// (`node-0` …; their node agents must be running). Gives up after `limit` (the caller's clock:
 /// virtual on the sim) saying what was missing. `say` hears each phase.
-pub async fn bootstrap(
+pub(crate) async fn bootstrap(
     client: &kube::Client,
     components: &BTreeMap<Component, u32>,
     nodes: u32,

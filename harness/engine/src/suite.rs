@@ -10,7 +10,7 @@ use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{Pos, Scenario};
 
 /// A scenario's result, as the suite hands it to its caller.
-pub type Played = Result<Outcome, BackendError>;
+pub(crate) type Played = Result<Outcome, BackendError>;
 
 /// What a suite produced: one result per scenario played, in order.
 pub struct SuiteOutcome {

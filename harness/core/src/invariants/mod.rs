@@ -21,7 +21,7 @@ use crate::scenario::{Invariant, LeaseRef, Scenario};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// Index in `expect:`.
-    pub index: usize,
+    pub(crate) index: usize,
     /// `leader-reacquired kube-system/kube-scheduler`.
     pub label: String,
     /// Whether it held.
@@ -29,9 +29,9 @@ pub struct Verdict {
     /// The measured figure (held) or what was expected, what was seen, and when (violated).
     pub message: String,
     /// When the window opened (ms since start), if the invariant has one.
-    pub anchor_ms: Option<u64>,
+    pub(crate) anchor_ms: Option<u64>,
     /// When the window closed (ms since start), if the invariant has one.
-    pub deadline_ms: Option<u64>,
+    pub(crate) deadline_ms: Option<u64>,
 }
 
 /// Facts derived from the timeline that several invariants use.
@@ -164,7 +164,7 @@ impl<'a> Timeline<'a> {
 
 /// How the live view watches an invariant while a run plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Watch {
+pub(crate) enum Watch {
     /// Decided once it holds; violated when its deadline passes first.
     UntilHeld,
     /// Holds only if nothing happens for its whole window; a violation decides it at once.
@@ -174,7 +174,7 @@ pub enum Watch {
 }
 
 /// How the live view watches `inv`.
-pub fn watch(inv: &Invariant) -> Watch {
+pub(crate) fn watch(inv: &Invariant) -> Watch {
     match inv {
         Invariant::LeaderReacquired(_) => leader_reacquired::WATCH,
         Invariant::Schedulable(_) => schedulable::WATCH,

@@ -16,23 +16,23 @@ use crate::events::{fmt_ms, identity_process, Event, EventKind};
 #[derive(Debug, Serialize)]
 pub struct Model {
     /// Scenario name.
-    pub scenario: String,
+    pub(crate) scenario: String,
     /// `sim`, `local`, `kube`.
-    pub backend: String,
+    pub(crate) backend: String,
     /// The seed (sim).
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// kubechaos version that ran it.
-    pub version: String,
+    pub(crate) version: String,
     /// Planned length of the run.
-    pub duration_ms: u64,
+    pub(crate) duration_ms: u64,
     /// Time of the last event: the right end of the axis.
-    pub end_ms: u64,
+    pub(crate) end_ms: u64,
     /// Invariants held and violated; `None` when the events file has no verdicts.
-    pub verdicts: Option<(usize, usize)>,
+    pub(crate) verdicts: Option<(usize, usize)>,
     /// When the run was interrupted (Ctrl-C, SIGTERM), if it was: then it was not judged.
-    pub interrupted_ms: Option<u64>,
+    pub(crate) interrupted_ms: Option<u64>,
     /// Each violated invariant: `label: message`.
-    pub violations: Vec<String>,
+    pub(crate) violations: Vec<String>,
     /// Lanes in groups, in drawing order.
     pub groups: Vec<Group>,
 }
@@ -41,7 +41,7 @@ pub struct Model {
 #[derive(Debug, Serialize)]
 pub struct Group {
     /// `faults`, `leases`, `processes`, `nodes`, `pods`, `deployments`, `invariants`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Its lanes.
     pub lanes: Vec<Lane>,
 }
@@ -52,42 +52,42 @@ pub struct Lane {
     /// Unique in the report: `lease:kube-system/kube-scheduler`, `process:api-server`.
     pub id: String,
     /// The row's label.
-    pub label: String,
+    pub(crate) label: String,
     /// Intervals, drawn as bars.
     pub spans: Vec<Span>,
     /// Moments, drawn as ticks.
-    pub marks: Vec<Mark>,
+    pub(crate) marks: Vec<Mark>,
 }
 
 /// An interval of a lane.
 #[derive(Debug, Serialize)]
 pub struct Span {
     /// Start, ms since the run started.
-    pub from: u64,
+    pub(crate) from: u64,
     /// End.
-    pub to: u64,
+    pub(crate) to: u64,
     /// What it is (a CSS class): `fault`, `holder`, `expired`, `up`, `down`, `leading`, `ready`,
     /// `not-ready`, `pending`, `bound`, `available`, `unavailable`, `held`, `violated`, `window`.
     pub class: &'static str,
     /// Colour index for `holder` spans (the same process has the same colour in every lane).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub colour: Option<usize>,
+    pub(crate) colour: Option<usize>,
     /// Short text drawn inside the bar when it fits.
-    pub text: String,
+    pub(crate) text: String,
     /// What hovering or clicking shows.
     pub detail: String,
 }
 
 /// A moment of a lane.
 #[derive(Debug, Serialize)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// When, ms since the run started.
-    pub at: u64,
+    pub(crate) at: u64,
     /// What it is (a CSS class): `fault`, `renew`, `expiry`, `exit`, `start`, `note`, `bound`,
     /// `anchor`, `deadline`.
-    pub class: &'static str,
+    pub(crate) class: &'static str,
     /// What hovering or clicking shows.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl Lane {

@@ -44,7 +44,7 @@ impl<F: FnMut(&str)> Progress for F {
 
 /// One invariant's state in the live view.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Window {
+pub(crate) enum Window {
     /// Its window opens later.
     Waiting {
         /// When it opens.
@@ -74,17 +74,17 @@ pub enum Window {
 #[derive(Debug, PartialEq, Eq)]
 pub struct View {
     /// Now, ms.
-    pub now_ms: u64,
+    pub(crate) now_ms: u64,
     /// The run's planned length, ms.
-    pub total_ms: u64,
+    pub(crate) total_ms: u64,
     /// The last action applied (its text and time), if any.
-    pub current: Option<(String, u64)>,
+    pub(crate) current: Option<(String, u64)>,
     /// The next action (its text and time), if any.
-    pub next: Option<(String, u64)>,
+    pub(crate) next: Option<(String, u64)>,
     /// Each lease: its holder's process and how long ago it renewed, or why nobody holds it.
-    pub leases: Vec<(String, String)>,
+    pub(crate) leases: Vec<(String, String)>,
     /// Each invariant: its label and state.
-    pub invariants: Vec<(String, Window)>,
+    pub(crate) invariants: Vec<(String, Window)>,
 }
 
 fn action_text(s: &Scenario, kind: &PlannedKind) -> String {
@@ -281,7 +281,7 @@ impl View {
     }
 
     /// The same in one line, for logs.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut parts = vec![
             format!("t={} of {}", fmt_ms(self.now_ms), fmt_ms(self.total_ms)),
             self.next_text(),
@@ -308,7 +308,7 @@ fn bar(now: u64, total: u64, width: usize) -> String {
 }
 
 /// How often the plain view prints its status line.
-pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const PLAIN_EVERY: Duration = Duration::from_secs(30);
 
 /// The live view on a terminal's stream: redrawn in place, or plain lines.
 pub struct Terminal {
@@ -340,7 +340,7 @@ impl Terminal {
     }
 
     /// The view on `out`, live (redrawn in place, `width` columns) or plain.
-    pub fn new(
+    pub(crate) fn new(
         out: Box<dyn Write + Send>,
         width: Box<dyn Fn() -> usize + Send>,
         live: bool,

@@ -8,50 +8,50 @@ use super::Entry;
 #[derive(Debug, Serialize)]
 pub struct Summary {
     /// kubechaos's version.
-    pub version: &'static str,
+    pub(crate) version: &'static str,
     /// `sim`, `local`.
-    pub backend: String,
+    pub(crate) backend: String,
     /// The seed (sim).
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// The exit code of the run.
-    pub exit_code: i32,
+    pub(crate) exit_code: i32,
     /// Every scenario, in the order played.
-    pub scenarios: Vec<ScenarioSummary>,
+    pub(crate) scenarios: Vec<ScenarioSummary>,
 }
 
 /// One scenario.
 #[derive(Debug, Serialize)]
-pub struct ScenarioSummary {
+pub(crate) struct ScenarioSummary {
     /// Its `name:`.
-    pub name: String,
+    pub(crate) name: String,
     /// Its file.
-    pub file: String,
+    pub(crate) file: String,
     /// `held`, `violated`, or `error` (it could not run).
-    pub result: &'static str,
+    pub(crate) result: &'static str,
     /// Wall seconds the run took.
-    pub wall_seconds: f64,
+    pub(crate) wall_seconds: f64,
     /// Why it could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Its events file, when written.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub events: Option<String>,
+    pub(crate) events: Option<String>,
     /// Its HTML report, when written.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub report: Option<String>,
+    pub(crate) report: Option<String>,
     /// One per invariant, in file order.
-    pub invariants: Vec<InvariantSummary>,
+    pub(crate) invariants: Vec<InvariantSummary>,
 }
 
 /// One invariant's verdict.
 #[derive(Debug, Serialize)]
-pub struct InvariantSummary {
+pub(crate) struct InvariantSummary {
     /// `leader-reacquired kube-system/kube-scheduler`.
-    pub label: String,
+    pub(crate) label: String,
     /// Whether it held.
-    pub held: bool,
+    pub(crate) held: bool,
     /// The measured figure, or what was expected, seen and when.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Render runs as a pretty-printed JSON summary.

@@ -9,7 +9,7 @@ use super::model::*;
 use super::yaml::{Node, Pos, Value};
 
 /// Keys of the top-level mapping.
-pub const SCENARIO_KEYS: &[&str] = &[
+pub(crate) const SCENARIO_KEYS: &[&str] = &[
     "name",
     "description",
     "cluster",
@@ -18,13 +18,13 @@ pub const SCENARIO_KEYS: &[&str] = &[
     "duration",
 ];
 /// Keys of `cluster:`.
-pub const CLUSTER_KEYS: &[&str] = &["nodes", "components", "self-hosted", "agents"];
+pub(crate) const CLUSTER_KEYS: &[&str] = &["nodes", "components", "self-hosted", "agents"];
 /// Keys of an agent group.
-pub const AGENT_KEYS: &[&str] = &["name", "replicas", "lease", "mode", "command"];
+pub(crate) const AGENT_KEYS: &[&str] = &["name", "replicas", "lease", "mode", "command"];
 /// Keys of a step besides its action.
-pub const STEP_KEYS: &[&str] = &["at", "id", "for"];
+pub(crate) const STEP_KEYS: &[&str] = &["at", "id", "for"];
 /// The action keys of a step.
-pub const ACTION_KEYS: &[&str] = &[
+pub(crate) const ACTION_KEYS: &[&str] = &[
     "api-server",
     "etcd",
     "partition",
@@ -37,7 +37,7 @@ pub const ACTION_KEYS: &[&str] = &[
     "bind",
 ];
 /// Invariant keys.
-pub const INVARIANT_KEYS: &[&str] = &[
+pub(crate) const INVARIANT_KEYS: &[&str] = &[
     "leader-reacquired",
     "schedulable",
     "unschedulable",
@@ -47,10 +47,10 @@ pub const INVARIANT_KEYS: &[&str] = &[
 
 /// A problem found while decoding: where, and a sentence that says what is wrong and what was
 /// expected.
-pub type Problem = (Pos, String);
+pub(crate) type Problem = (Pos, String);
 
 /// Decode a document. Returns the scenario when there were no problems.
-pub fn decode(root: &Node) -> Result<Scenario, Vec<Problem>> {
+pub(crate) fn decode(root: &Node) -> Result<Scenario, Vec<Problem>> {
     let mut d = Decoder::default();
     let scenario = d.scenario(root);
     if d.problems.is_empty() {
@@ -80,7 +80,7 @@ impl<'a> Fields<'a> {
 }
 
 /// Names as a message lists them: `` `a`, `b`, `c` ``.
-pub fn ticked<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+pub(crate) fn ticked<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
     items
         .into_iter()
         .map(|k| format!("`{k}`"))
@@ -89,7 +89,7 @@ pub fn ticked<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> Strin
 }
 
 /// The closest allowed word, if it is close enough to be a typo.
-pub fn suggest<'a>(word: &str, allowed: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn suggest<'a>(word: &str, allowed: &[&'a str]) -> Option<&'a str> {
     fn distance(a: &str, b: &str) -> usize {
         let b: Vec<char> = b.chars().collect();
         let mut prev: Vec<usize> = (0..=b.len()).collect();
@@ -830,7 +830,7 @@ impl Decoder {
 }
 
 /// `NAMESPACE/NAME` with both parts non-empty DNS-ish names.
-pub fn parse_namespaced(text: &str) -> Option<(String, String)> {
+pub(crate) fn parse_namespaced(text: &str) -> Option<(String, String)> {
     let (ns, name) = text.split_once('/')?;
     let ok = |s: &str| {
         !s.is_empty()
@@ -851,7 +851,7 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// Parse a target as written in a scenario file.
-pub fn parse_target(text: &str) -> Result<Target, SyntaxError> {
+pub(crate) fn parse_target(text: &str) -> Result<Target, SyntaxError> {
     const EXPECTED: &str = "expected `api-server`, `etcd`, `kube-scheduler[/N|/leader]`, `kube-controller-manager[/N|/leader]`, `agent/NAME[/N|/leader]` or `node/NAME`";
     let selector = |s: Option<&str>| -> Result<Selector, SyntaxError> {
         match s {

@@ -3,11 +3,11 @@
 //! `load` is the one entry point: it reads a file, and either returns a scenario that is safe to
 //! plan or every problem found, each as `path:line:col: what is wrong; what was expected`.
 
-pub mod decode;
+pub(crate) mod decode;
 pub mod duration;
-pub mod model;
+pub(crate) mod model;
 pub mod validate;
-pub mod yaml;
+pub(crate) mod yaml;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ pub fn search_dirs() -> Vec<PathBuf> {
 }
 
 /// `./DIR`, then the shipped `DIR` (`scenarios`, `topologies`) of this checkout, if different.
-pub fn search_dirs_of(dir: &str) -> Vec<PathBuf> {
+pub(crate) fn search_dirs_of(dir: &str) -> Vec<PathBuf> {
     let mut dirs = vec![PathBuf::from(dir)];
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")

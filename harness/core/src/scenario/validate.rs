@@ -9,16 +9,16 @@ use super::duration::human;
 use super::model::*;
 
 /// Margin added after the last deadline when `duration:` is not given.
-pub const DEFAULT_MARGIN: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MARGIN: Duration = Duration::from_secs(30);
 
 impl Scenario {
     /// The moment the last fault ends (everything started again and healed), as planned.
-    pub fn last_fault_end(&self) -> Duration {
+    pub(crate) fn last_fault_end(&self) -> Duration {
         self.faults.iter().map(Step::end).max().unwrap_or_default()
     }
 
     /// The planned anchor of an invariant: its `after:` step's time, or the end of the last fault.
-    pub fn planned_anchor(&self, inv: &Invariant) -> Duration {
+    pub(crate) fn planned_anchor(&self, inv: &Invariant) -> Duration {
         match inv.after() {
             Some(id) => self
                 .faults
@@ -64,20 +64,6 @@ impl Scenario {
             out.insert(a.lease.clone(), format!("agent/{}", a.name));
         }
         out
-    }
-
-    /// Replica count of the group a target names, if the cluster has it.
-    pub fn group_replicas(&self, target: &Target) -> Option<u32> {
-        match target {
-            Target::Component(c, _) => self.cluster.components.get(c).map(|s| s.replicas),
-            Target::Agent(name, _) => self
-                .cluster
-                .agents
-                .iter()
-                .find(|a| &a.name == name)
-                .map(|a| a.replicas),
-            _ => None,
-        }
     }
 }
 
@@ -247,7 +233,7 @@ fn check_index(target: &Target, sel: Selector, replicas: u32) -> Option<String> 
 
 impl Scenario {
     /// Process names of the candidates for a Lease: `kube-scheduler-0`, `agent-1`, …
-    pub fn candidates(&self, lease: &LeaseRef) -> Vec<String> {
+    pub(crate) fn candidates(&self, lease: &LeaseRef) -> Vec<String> {
         let mut out = Vec::new();
         for (c, spec) in &self.cluster.components {
             if &c.lease() == lease {
@@ -269,7 +255,7 @@ pub fn process_name(group: &str, i: u32) -> String {
 }
 
 /// Group names that agents may not take, because process names would collide.
-pub const RESERVED_GROUPS: &[&str] = &[
+pub(crate) const RESERVED_GROUPS: &[&str] = &[
     "kube-scheduler",
     "kube-controller-manager",
     "node",

@@ -12,9 +12,9 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pos {
     /// 1-based line; 0 when unknown.
-    pub line: u32,
+    pub(crate) line: u32,
     /// 1-based column; 0 when unknown.
-    pub col: u32,
+    pub(crate) col: u32,
 }
 
 impl fmt::Display for Pos {
@@ -25,24 +25,25 @@ impl fmt::Display for Pos {
 
 /// A node of the document with its position.
 #[derive(Clone, Debug)]
-pub struct Node {
+pub(crate) struct Node {
     /// Where the node starts.
-    pub pos: Pos,
+    pub(crate) pos: Pos,
     /// What it holds.
-    pub value: Value,
+    pub(crate) value: Value,
 }
 
 /// The value of a node.
 #[derive(Clone, Debug)]
-pub enum Value {
+pub(crate) enum Value {
     /// `~`, `null` or nothing.
     Null,
     /// `true` / `false`.
     Bool(bool),
     /// An integer.
     Int(i64),
-    /// A floating-point number.
-    Float(f64),
+    /// A number that is not an integer, or too large for one: no key takes one, so only its
+    /// kind is kept (for the error that says what was expected).
+    Float,
     /// A string.
     Str(String),
     /// A sequence.
@@ -53,12 +54,12 @@ pub enum Value {
 
 impl Value {
     /// What kind of value this is, for error messages.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Value::Null => "nothing",
             Value::Bool(_) => "a boolean",
             Value::Int(_) => "a number",
-            Value::Float(_) => "a number",
+            Value::Float => "a number",
             Value::Str(_) => "a string",
             Value::Seq(_) => "a list",
             Value::Map(_) => "a mapping",
@@ -109,22 +110,16 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(i64::try_from(v)
-            .map(Value::Int)
-            .unwrap_or(Value::Float(v as f64)))
+        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float))
     }
     fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
-        Ok(i64::try_from(v)
-            .map(Value::Int)
-            .unwrap_or(Value::Float(v as f64)))
+        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float))
     }
     fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
-        Ok(i64::try_from(v)
-            .map(Value::Int)
-            .unwrap_or(Value::Float(v as f64)))
+        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float))
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::Float(v))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Value, E> {
+        Ok(Value::Float)
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         Ok(Value::Str(v.to_owned()))
@@ -153,20 +148,20 @@ impl<'de> Visitor<'de> for ValueVisitor {
 
 /// Largest scenario file accepted, in bytes. Scenario files are a few kilobytes; anything near
 /// this is not a scenario.
-pub const MAX_FILE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
 
 /// Why a document could not be read as YAML at all.
 #[derive(Debug)]
-pub struct SyntaxError {
+pub(crate) struct SyntaxError {
     /// Where, when the parser knows.
-    pub pos: Pos,
+    pub(crate) pos: Pos,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Parse a document into a node tree under a strict budget: few aliases, shallow nesting. The
 /// caller checks size and encoding first.
-pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_aliases = 100;
     budget.max_anchors = 100;

@@ -18,13 +18,13 @@ use kubechaos_core::scenario::{
 };
 
 /// The API server's process name.
-pub const API_SERVER: &str = "api-server";
+pub(crate) const API_SERVER: &str = "api-server";
 /// etcd's process name.
-pub const ETCD: &str = "etcd";
+pub(crate) const ETCD: &str = "etcd";
 
 /// How a process that is no longer running ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// The process recorded its own exit (the sim's processes do).
     Recorded,
     /// The world saw it end; the driver records this reason.
@@ -33,7 +33,7 @@ pub enum Exit {
 
 /// The primitive operations of a world (the turmoil simulation, processes on this machine, …),
 /// and its time.
-pub trait World {
+pub(crate) trait World {
     /// Time since the run's time zero: the simulation's (virtual) or the wall clock's.
     fn now(&mut self) -> Duration;
     /// Let time pass until the driver looks again: one simulation step, or a real-time tick.
@@ -84,9 +84,9 @@ struct Supervised {
 type DirectedCut = (usize, String, String);
 
 /// Carries out a plan on a world and supervises its processes.
-pub struct Driver<W: World> {
+pub(crate) struct Driver<W: World> {
     /// The world.
-    pub world: W,
+    pub(crate) world: W,
     recorder: Recorder,
     procs: BTreeMap<String, Supervised>,
     cuts: Vec<DirectedCut>,
@@ -98,7 +98,11 @@ pub struct Driver<W: World> {
 
 impl<W: World> Driver<W> {
     /// A driver for processes `names`, all running since time zero.
-    pub fn new(world: W, recorder: Recorder, names: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn new(
+        world: W,
+        recorder: Recorder,
+        names: impl IntoIterator<Item = String>,
+    ) -> Self {
         let procs = names
             .into_iter()
             .map(|n| {
@@ -123,17 +127,17 @@ impl<W: World> Driver<W> {
     }
 
     /// The run's recorder.
-    pub fn recorder(&self) -> &Recorder {
+    pub(crate) fn recorder(&self) -> &Recorder {
         &self.recorder
     }
 
     /// The world, once the run is over.
-    pub fn into_world(self) -> W {
+    pub(crate) fn into_world(self) -> W {
         self.world
     }
 
     /// Restart what exited or was killed, once its back-off has passed.
-    pub fn supervise(&mut self, now: Duration) {
+    pub(crate) fn supervise(&mut self, now: Duration) {
         let names: Vec<String> = self.procs.keys().cloned().collect();
         for name in names {
             let state = self.procs[&name].state;
@@ -239,7 +243,7 @@ impl<W: World> Driver<W> {
     }
 
     /// Apply one planned action.
-    pub fn apply(&mut self, s: &Scenario, kind: &PlannedKind, now: Duration) {
+    pub(crate) fn apply(&mut self, s: &Scenario, kind: &PlannedKind, now: Duration) {
         match kind {
             PlannedKind::Probe { invariant } => self.world.command(Command::Probe {
                 invariant: *invariant,

@@ -8,10 +8,10 @@
 //!   providers reach the machines (kind, k3s) or only the API (generic);
 //! - [`realtime`]: what the real-time backends share.
 
-pub mod driver;
+pub(crate) mod driver;
 pub mod kube;
 pub mod local;
-pub mod realtime;
+pub(crate) mod realtime;
 pub mod sim;
 
 use kubechaos_core::scenario::validate::process_name;

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use kubechaos_core::events::Recorder;
 
 /// How often the driver looks at the plan and the processes.
-pub const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// The runtime of a real-time run: two workers (output pumps, fake nodes, the observer).
-pub fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -23,7 +23,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> {
 
 /// A recorder stamping real milliseconds since the instant set in the returned cell (zero until
 /// it is set).
-pub fn recorder() -> (Recorder, Arc<OnceLock<Instant>>) {
+pub(crate) fn recorder() -> (Recorder, Arc<OnceLock<Instant>>) {
     let zero: Arc<OnceLock<Instant>> = Arc::default();
     let clock_zero = zero.clone();
     let recorder = Recorder::new(move || {
@@ -36,17 +36,17 @@ pub fn recorder() -> (Recorder, Arc<OnceLock<Instant>>) {
 }
 
 /// Ctrl-C or SIGTERM, as a flag and a channel.
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     /// Set once a signal came.
-    pub flag: Arc<AtomicBool>,
+    pub(crate) flag: Arc<AtomicBool>,
     /// Changes once a signal came.
-    pub rx: tokio::sync::watch::Receiver<bool>,
+    pub(crate) rx: tokio::sync::watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Interrupt {
     /// Listen on runtime `rt`.
-    pub fn listen(rt: &tokio::runtime::Runtime) -> Interrupt {
+    pub(crate) fn listen(rt: &tokio::runtime::Runtime) -> Interrupt {
         let flag = Arc::new(AtomicBool::new(false));
         let (tx, rx) = tokio::sync::watch::channel(false);
         let set = flag.clone();
@@ -64,51 +64,51 @@ impl Interrupt {
     }
 
     /// Whether a signal came.
-    pub fn came(&self) -> bool {
+    pub(crate) fn came(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
 
     /// Stop listening.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.task.abort();
     }
 }
 
 /// The clock of a real-time world: the wall clock since time zero, looked at every [`TICK`],
 /// and whether the run was interrupted.
-pub struct RealTime {
+pub(crate) struct RealTime {
     zero: Instant,
     interrupt: Interrupt,
 }
 
 impl RealTime {
     /// Time zero is `zero`; `interrupt` ends the run early.
-    pub fn new(zero: Instant, interrupt: Interrupt) -> RealTime {
+    pub(crate) fn new(zero: Instant, interrupt: Interrupt) -> RealTime {
         RealTime { zero, interrupt }
     }
 
     /// Since time zero.
-    pub fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         self.zero.elapsed()
     }
 
     /// Wait one tick.
-    pub fn advance(&self) {
+    pub(crate) fn advance(&self) {
         std::thread::sleep(TICK);
     }
 
     /// Whether Ctrl-C or SIGTERM came (or the world set the flag: a failure underneath).
-    pub fn interrupted(&self) -> bool {
+    pub(crate) fn interrupted(&self) -> bool {
         self.interrupt.came()
     }
 
     /// The flag [`Self::interrupted`] reads, for a world that ends the run on a failure.
-    pub fn flag(&self) -> Arc<AtomicBool> {
+    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
         self.interrupt.flag.clone()
     }
 
     /// Stop listening for signals.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.interrupt.stop();
     }
 }

@@ -15,14 +15,14 @@ use testcontainers_modules::testcontainers::runners::AsyncRunner;
 use testcontainers_modules::testcontainers::{ContainerAsync, ImageExt};
 
 /// A running k3s container and the kubeconfig that reaches it.
-pub struct K3sContainer {
+pub(crate) struct K3sContainer {
     container: ContainerAsync<K3s>,
     /// Holds k3s's /etc/rancher/k3s and the kubeconfig kubechaos wrote.
     dir: tempfile::TempDir,
     /// The kubeconfig (server: 127.0.0.1 and the mapped port).
-    pub kubeconfig: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
     /// The container's name (= its node's name).
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// A free TCP port on the loopback address, for the API server's mapping.
@@ -46,7 +46,7 @@ where
 }
 
 /// Start k3s and wait until its node controller has synced.
-pub async fn start() -> Result<K3sContainer, KubeError> {
+pub(crate) async fn start() -> Result<K3sContainer, KubeError> {
     let dir = tempfile::Builder::new()
         .prefix("kubechaos-k3s-")
         .tempdir()
@@ -94,7 +94,7 @@ pub async fn start() -> Result<K3sContainer, KubeError> {
 
 impl K3sContainer {
     /// Remove the container and its configuration directory.
-    pub async fn remove(self) -> String {
+    pub(crate) async fn remove(self) -> String {
         let name = self.name.clone();
         let said = match self.container.rm().await {
             Ok(()) => format!("removed the k3s container {name}"),

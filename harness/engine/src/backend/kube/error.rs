@@ -72,7 +72,7 @@ pub enum KubeError {
 
 /// Why a `docker` command failed.
 #[derive(Debug, thiserror::Error)]
-pub enum DockerError {
+pub(crate) enum DockerError {
     /// The CLI could not be run.
     #[error("cannot run `{}`; the kind and k3s providers need the docker CLI and a Docker engine where kubechaos runs", program.display())]
     Spawn {

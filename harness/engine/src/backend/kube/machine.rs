@@ -15,28 +15,28 @@ use super::provider::Provider;
 use kubechaos_core::scenario::Component;
 
 /// Where kubelet reads static pod manifests (kubeadm, kind).
-pub const MANIFESTS: &str = "/etc/kubernetes/manifests";
+pub(crate) const MANIFESTS: &str = "/etc/kubernetes/manifests";
 /// Where a held manifest waits, outside kubelet's sight.
-pub const HELD: &str = "/etc/kubernetes/kubechaos-held";
+pub(crate) const HELD: &str = "/etc/kubernetes/kubechaos-held";
 /// The comment on every iptables rule kubechaos adds (`iptables -S | grep kubechaos` finds them).
-pub const RULE_COMMENT: &str = "kubechaos";
+pub(crate) const RULE_COMMENT: &str = "kubechaos";
 /// How long one docker command may take.
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A node of the cluster, as the API lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeMachine {
+pub(crate) struct NodeMachine {
     /// Node name = container name.
-    pub name: String,
+    pub(crate) name: String,
     /// InternalIP.
-    pub ip: String,
+    pub(crate) ip: String,
     /// It runs the control plane (kind: kubeadm's static pods; k3s: a server).
-    pub control_plane: bool,
+    pub(crate) control_plane: bool,
 }
 
 /// The docker CLI (`$KUBECHAOS_DOCKER`, else `docker` on PATH).
 #[derive(Clone, Debug)]
-pub struct Docker {
+pub(crate) struct Docker {
     program: PathBuf,
 }
 
@@ -51,26 +51,42 @@ impl Default for Docker {
 }
 
 impl Docker {
-    /// The CLI at `program`.
-    pub fn at(program: impl Into<PathBuf>) -> Docker {
+    /// The CLI at `program` (tests: a stand-in).
+    #[cfg(test)]
+    pub(crate) fn at(program: impl Into<PathBuf>) -> Docker {
         Docker {
             program: program.into(),
         }
     }
 
     /// Run `docker ARGS`; its stdout, or what went wrong.
-    pub fn run(&self, args: &[String]) -> Result<String, DockerError> {
+    pub(crate) fn run(&self, args: &[String]) -> Result<String, DockerError> {
         let shown = format!("docker {}", args.join(" "));
-        let mut child = std::process::Command::new(&self.program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| DockerError::Spawn {
-                program: self.program.clone(),
-                source,
-            })?;
+        let spawn = || {
+            std::process::Command::new(&self.program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        };
+        // A program just written cannot be run while a process forked meanwhile still holds
+        // its write descriptor (ETXTBSY, until that process execs): try again for a moment.
+        let mut tries = 0;
+        let mut child = loop {
+            match spawn() {
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => {
+                    break r.map_err(|source| DockerError::Spawn {
+                        program: self.program.clone(),
+                        source,
+                    })?
+                }
+            }
+        };
         let deadline = Instant::now() + DOCKER_TIMEOUT;
         loop {
             match child.try_wait() {
@@ -128,13 +144,13 @@ struct End {
 }
 
 /// The machines of a kind or k3s cluster.
-pub struct Machines {
+pub(crate) struct Machines {
     provider: Provider,
     nodes: Vec<NodeMachine>,
     docker: Docker,
     ledger: Vec<Change>,
     /// Every docker command that failed, in order.
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
 }
 
 fn s(x: &str) -> String {
@@ -143,7 +159,7 @@ fn s(x: &str) -> String {
 
 impl Machines {
     /// The machines of `nodes` (sorted by name), reached with `docker`.
-    pub fn new(provider: Provider, mut nodes: Vec<NodeMachine>, docker: Docker) -> Machines {
+    pub(crate) fn new(provider: Provider, mut nodes: Vec<NodeMachine>, docker: Docker) -> Machines {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         Machines {
             provider,
@@ -155,17 +171,17 @@ impl Machines {
     }
 
     /// The control-plane nodes, by name.
-    pub fn control_plane(&self) -> Vec<&NodeMachine> {
+    pub(crate) fn control_plane(&self) -> Vec<&NodeMachine> {
         self.nodes.iter().filter(|n| n.control_plane).collect()
     }
 
     /// Every node's name.
-    pub fn node_names(&self) -> Vec<String> {
+    pub(crate) fn node_names(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
     /// The process names the driver may touch: the control plane's and the nodes'.
-    pub fn processes(&self) -> Vec<String> {
+    pub(crate) fn processes(&self) -> Vec<String> {
         let mut out = vec![s(crate::backend::driver::API_SERVER)];
         if self.provider == Provider::Kind {
             out.push(s(crate::backend::driver::ETCD));
@@ -183,7 +199,7 @@ impl Machines {
     }
 
     /// The process a lease holder's host stands for: the component on that control-plane node.
-    pub fn holder_process(&self, lease: &str, host: &str) -> Option<String> {
+    pub(crate) fn holder_process(&self, lease: &str, host: &str) -> Option<String> {
         let c = Component::ALL
             .into_iter()
             .find(|c| c.lease().to_string() == lease)?;
@@ -242,7 +258,7 @@ impl Machines {
 
     /// Stop a process: `graceful` or not; `hold`: it stays down until [`Machines::start`]
     /// (otherwise kubelet restarts it).
-    pub fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+    pub(crate) fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
         if self.is_node(name) {
             if self.docker(vec![s("pause"), s(name)]) {
                 self.ledger.push(Change::Paused { node: s(name) });
@@ -291,7 +307,7 @@ impl Machines {
     }
 
     /// Start a process that was stopped (kubelet restarts what was only killed: nothing to do).
-    pub fn start(&mut self, name: &str) {
+    pub(crate) fn start(&mut self, name: &str) {
         let held: Vec<Change> = if self.is_node(name) {
             vec![Change::Paused { node: s(name) }]
         } else {
@@ -382,7 +398,7 @@ impl Machines {
     }
 
     /// Drop traffic from `from` to `to`.
-    pub fn cut(&mut self, from: &str, to: &str) {
+    pub(crate) fn cut(&mut self, from: &str, to: &str) {
         for (node, rule) in self.rules(from, to) {
             if self.iptables(&node, "-I", &rule) {
                 self.ledger.push(Change::Rule { node, rule });
@@ -391,7 +407,7 @@ impl Machines {
     }
 
     /// Let traffic from `from` to `to` flow again.
-    pub fn mend(&mut self, from: &str, to: &str) {
+    pub(crate) fn mend(&mut self, from: &str, to: &str) {
         for (node, rule) in self.rules(from, to) {
             let c = Change::Rule { node, rule };
             if let Some(i) = self.ledger.iter().position(|l| *l == c) {
@@ -414,7 +430,7 @@ impl Machines {
     }
 
     /// Whether a change that brings the API server back is still in place.
-    pub fn api_server_down(&self) -> bool {
+    pub(crate) fn api_server_down(&self) -> bool {
         self.ledger.iter().any(|c| {
             matches!(
                 c,
@@ -428,7 +444,7 @@ impl Machines {
 
     /// Undo every change still in place, newest first. Says what it restored, and what it could
     /// not (with the command that would).
-    pub fn restore(&mut self) -> Vec<String> {
+    pub(crate) fn restore(&mut self) -> Vec<String> {
         let mut said = Vec::new();
         while let Some(c) = self.ledger.pop() {
             let what = match &c {
@@ -454,7 +470,7 @@ impl Machines {
 }
 
 /// How a provider carries out a process operation, for `--dry-run` (no node names needed).
-pub fn describe(
+pub(crate) fn describe(
     provider: Provider,
     action: &kubechaos_core::scenario::Action,
 ) -> Option<(String, String)> {

@@ -39,10 +39,10 @@ use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selector, Target};
 
 #[cfg(feature = "testcontainers")]
-pub mod container;
+pub(crate) mod container;
 pub mod error;
-pub mod machine;
-pub mod provider;
+pub(crate) mod machine;
+pub(crate) mod provider;
 
 use error::KubeError;
 use machine::{Docker, Machines, NodeMachine};
@@ -63,7 +63,7 @@ pub struct KubeTarget {
 
 /// What the kube backend cannot do with a scenario, with `provider` (before the cluster is
 /// read; `auto` checks only what no provider can do).
-pub fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
+pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
     provider::check(s, provider)
 }
 
@@ -162,7 +162,7 @@ pub fn dry_run(s: &Scenario, plan: &Plan, provider: Provider) -> String {
 }
 
 /// The world of an existing cluster: the API, and the machines if the provider reaches them.
-pub struct KubeWorld {
+pub(crate) struct KubeWorld {
     time: RealTime,
     rt: tokio::runtime::Handle,
     client: kube::Client,
@@ -298,7 +298,7 @@ fn node_machines(nodes: &[Node]) -> Vec<NodeMachine> {
 
 /// What the scenario asks of this cluster that it does not have: nodes, control-plane nodes,
 /// replica numbers (checked once the nodes are read, before anything runs).
-pub fn cluster_check(
+pub(crate) fn cluster_check(
     s: &Scenario,
     nodes: &[NodeMachine],
     provider: Provider,

@@ -67,7 +67,7 @@ impl Provider {
     }
 
     /// The provider the cluster's nodes give away, and why.
-    pub fn from_nodes(nodes: &[Node]) -> (Provider, String) {
+    pub(crate) fn from_nodes(nodes: &[Node]) -> (Provider, String) {
         for n in nodes {
             let name = n.metadata.name.clone().unwrap_or_default();
             if let Some(id) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
@@ -101,7 +101,7 @@ impl Provider {
     }
 
     /// What this provider can do, one line each.
-    pub fn can(self) -> Vec<&'static str> {
+    pub(crate) fn can(self) -> Vec<&'static str> {
         let mut out = vec![
             "delete-pods, recover, bind (and the probe pods of schedulable/unschedulable): through the API",
         ];
@@ -166,7 +166,7 @@ impl Provider {
 
 /// What `provider` cannot do with a scenario (before the cluster is read). With `Auto`, only
 /// what no provider can do.
-pub fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
+pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
     let can = provider
         .can()
         .iter()

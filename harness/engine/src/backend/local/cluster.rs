@@ -32,7 +32,7 @@ use super::build;
 use super::error::LocalError;
 use super::pki::{self, Pki};
 use super::pods::{self, signal_group, LocalContainers};
-pub use super::pods::{Hooks, Quiet, STOP_GRACE};
+pub use super::pods::{Hooks, Quiet};
 use super::proxy::Proxy;
 use super::runs::RunRecord;
 use crate::backend::driver::{API_SERVER, ETCD};
@@ -43,7 +43,7 @@ use kubechaos_core::scenario::{AgentMode, Component, LeaseRef, Scenario};
 
 /// What an agent replica runs.
 #[derive(Clone, Debug)]
-pub enum AgentRun {
+pub(crate) enum AgentRun {
     /// The reference agent (`kubechaos agent`) in this mode.
     Reference(AgentMode),
     /// The user's own program.
@@ -54,13 +54,13 @@ pub enum AgentRun {
 #[derive(Clone, Debug)]
 pub struct AgentGroup {
     /// Group name; replicas are `NAME-0`, … .
-    pub name: String,
+    pub(crate) name: String,
     /// Replicas.
-    pub replicas: u32,
+    pub(crate) replicas: u32,
     /// The Lease they compete for.
-    pub lease: LeaseRef,
+    pub(crate) lease: LeaseRef,
     /// What each replica runs.
-    pub run: AgentRun,
+    pub(crate) run: AgentRun,
 }
 
 /// What to start.
@@ -81,7 +81,7 @@ pub struct Spec {
 
 impl Spec {
     /// What a scenario's `cluster:` asks for.
-    pub fn of(s: &Scenario) -> Spec {
+    pub(crate) fn of(s: &Scenario) -> Spec {
         Spec {
             purpose: format!("scenario {}", s.name),
             nodes: s.cluster.nodes,
@@ -111,7 +111,7 @@ impl Spec {
 
     /// Every process, in start order: etcd, the API server, components (unless self-hosted: then
     /// they are pods), agents, nodes.
-    pub fn processes(&self) -> Vec<String> {
+    pub(crate) fn processes(&self) -> Vec<String> {
         let mut names = vec![ETCD.to_owned(), API_SERVER.to_owned()];
         names.extend(self.clients().into_iter().map(|(n, _)| n));
         names
@@ -164,14 +164,14 @@ enum Kind {
 }
 
 /// The context name written into kubeconfigs.
-pub const CONTEXT: &str = "kubechaos-local";
+pub(crate) const CONTEXT: &str = "kubechaos-local";
 
 /// How long `up` waits for the control plane to be ready.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// How long `start` waits for a stopped process that has not exited yet before it kills it: the
 /// plan says when the process runs again, and it must not slip by a long shutdown.
-pub const START_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const START_WAIT: Duration = Duration::from_secs(3);
 
 /// Per-request timeout of the fake nodes' clients (a partitioned node's request must end).
 const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -181,12 +181,10 @@ pub struct LocalCluster {
     tempdir: Option<tempfile::TempDir>,
     /// The run directory.
     pub dir: PathBuf,
-    /// The API server's URL.
-    pub server: String,
     /// kubeconfig of the admin identity (for kubectl and the harness), straight to the API server.
     pub admin_kubeconfig: PathBuf,
     /// A client as admin, straight to the API server.
-    pub admin: kube::Client,
+    pub(crate) admin: kube::Client,
     spec: Spec,
     bins: PathBuf,
     agent_exe: PathBuf,
@@ -203,7 +201,7 @@ pub struct LocalCluster {
     incarnations: BTreeMap<String, u32>,
     nodes: BTreeMap<String, tokio::task::JoinHandle<()>>,
     /// What the fake nodes run for their pods.
-    pub containers: Arc<LocalContainers>,
+    pub(crate) containers: Arc<LocalContainers>,
 }
 
 impl Drop for LocalCluster {
@@ -395,7 +393,6 @@ impl LocalCluster {
                 Some(tempdir)
             },
             dir,
-            server,
             admin_kubeconfig,
             admin,
             spec: spec.clone(),
@@ -629,14 +626,14 @@ impl LocalCluster {
     }
 
     /// The process names, in start order.
-    pub fn processes(&self) -> Vec<String> {
+    pub(crate) fn processes(&self) -> Vec<String> {
         self.spec.processes()
     }
 
     /// Start a process by name (`etcd`, `api-server`, `kube-scheduler-0`, `agent-1`, `node-0`).
     /// A process that was stopped and has not exited yet is waited for (and killed after
     /// [`START_WAIT`]) first, so that it frees its ports and files.
-    pub fn start(&mut self, name: &str) -> Result<(), LocalError> {
+    pub(crate) fn start(&mut self, name: &str) -> Result<(), LocalError> {
         self.reap(name);
         let inc = self.incarnations.get(name).copied().unwrap_or(0) + 1;
         if self.kinds.get(name) == Some(&Kind::Node) {
@@ -670,7 +667,7 @@ impl LocalCluster {
 
     /// Stop a process: SIGTERM (`graceful`) or SIGKILL to its process group. Returns at once;
     /// [`LocalCluster::start`] waits for it to be gone.
-    pub fn stop(&mut self, name: &str, graceful: bool) {
+    pub(crate) fn stop(&mut self, name: &str, graceful: bool) {
         if let Some(task) = self.nodes.remove(name) {
             task.abort();
             self.containers.node_stopped(name);
@@ -706,7 +703,7 @@ impl LocalCluster {
     }
 
     /// `Some(why)` once a running process has ended by itself.
-    pub fn exited(&mut self, name: &str) -> Option<String> {
+    pub(crate) fn exited(&mut self, name: &str) -> Option<String> {
         if let Some(task) = self.nodes.get(name) {
             return task.is_finished().then(|| "exited".to_owned());
         }
@@ -722,7 +719,7 @@ impl LocalCluster {
 
     /// The proxy of a client process (for its link to the API server), or the API server's
     /// (for its link to etcd).
-    pub fn proxy(&self, name: &str) -> Option<&Proxy> {
+    pub(crate) fn proxy(&self, name: &str) -> Option<&Proxy> {
         self.proxies.get(name)
     }
 
@@ -858,7 +855,7 @@ fn write_file(path: &Path, text: &str) -> Result<(), LocalError> {
 }
 
 /// A kube-rs client from a kubeconfig file, with an optional per-request timeout.
-pub async fn client_for(
+pub(crate) async fn client_for(
     path: &Path,
     timeout: Option<Duration>,
 ) -> Result<kube::Client, crate::kubeclient::ClientError> {

@@ -12,8 +12,8 @@
 pub mod build;
 pub mod cluster;
 pub mod error;
-pub mod pki;
-pub mod pods;
-pub mod proxy;
+pub(crate) mod pki;
+pub(crate) mod pods;
+pub(crate) mod proxy;
 pub mod run;
 pub mod runs;

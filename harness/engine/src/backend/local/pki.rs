@@ -15,17 +15,17 @@ use rcgen::{
 
 /// A client identity: certificate subject CN and O (groups).
 #[derive(Clone, Copy, Debug)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// File stem and kubeconfig user name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Common name: the user.
-    pub cn: &'static str,
+    pub(crate) cn: &'static str,
     /// Organization: the group, if any.
-    pub org: Option<&'static str>,
+    pub(crate) org: Option<&'static str>,
 }
 
 /// The identities of a local cluster.
-pub const IDENTITIES: [Identity; 3] = [
+pub(crate) const IDENTITIES: [Identity; 3] = [
     // The harness (observer, fake nodes, faults through the API) and `kubectl`.
     Identity {
         name: "admin",
@@ -46,22 +46,22 @@ pub const IDENTITIES: [Identity; 3] = [
 
 /// Paths of what [`generate`] wrote.
 #[derive(Clone, Debug)]
-pub struct Pki {
+pub(crate) struct Pki {
     /// Directory holding everything.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Pki {
     /// `NAME.crt`.
-    pub fn cert(&self, name: &str) -> PathBuf {
+    pub(crate) fn cert(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.crt"))
     }
     /// `NAME.key`.
-    pub fn key(&self, name: &str) -> PathBuf {
+    pub(crate) fn key(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.key"))
     }
     /// The service-account public key.
-    pub fn sa_pub(&self) -> PathBuf {
+    pub(crate) fn sa_pub(&self) -> PathBuf {
         self.dir.join("sa.pub")
     }
 }
@@ -81,7 +81,7 @@ fn err(e: rcgen::Error) -> LocalError {
 }
 
 /// Generate everything into `dir`. `ips`: addresses the API server serves on.
-pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki, LocalError> {
+pub(crate) fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki, LocalError> {
     std::fs::create_dir_all(dir).map_err(LocalError::file("create", dir))?;
     let ca_key = KeyPair::generate().map_err(err)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
@@ -150,7 +150,7 @@ pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki, LocalError> {
 }
 
 /// A kubeconfig for `identity` against `server`, with the certificates embedded.
-pub fn kubeconfig(
+pub(crate) fn kubeconfig(
     pki: &Pki,
     identity: &str,
     server: &str,

@@ -40,17 +40,17 @@ impl Hooks for Quiet {}
 /// How long a gracefully stopped process may take to exit before it is killed (the kubelet's
 /// default `terminationGracePeriodSeconds`). kube-apiserver can take that long: it drains open
 /// watches before it exits.
-pub const STOP_GRACE: Duration = Duration::from_secs(30);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// Send a signal to a child's process group (it leads its own).
-pub fn signal_group(child: &Child, sig: Signal) {
+pub(crate) fn signal_group(child: &Child, sig: Signal) {
     if let Some(pid) = child.id() {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-(pid as i32)), sig);
     }
 }
 
 /// SIGTERM a child's process group now and SIGKILL it after [`STOP_GRACE`] (as the kubelet).
-pub fn terminate(child: &Child) {
+pub(crate) fn terminate(child: &Child) {
     signal_group(child, Signal::SIGTERM);
     if let Some(pid) = child.id() {
         tokio::spawn(async move {
@@ -64,7 +64,7 @@ pub fn terminate(child: &Child) {
 /// Start incarnation `inc` of process `name`: `bin args` with extra `env`, as
 /// `setpriv --pdeathsig KILL -- unshare --uts -- sh -c 'hostname NAME && exec …'` in its own
 /// process group (see [`super::cluster`]), its output appended to `log` and shown to `hooks`.
-pub fn spawn(
+pub(crate) fn spawn(
     name: &str,
     inc: u32,
     bin: &Path,
@@ -136,14 +136,14 @@ fn pump(
 }
 
 /// The last lines of a log file, joined for an error message.
-pub fn log_tail(path: &Path, lines: usize) -> String {
+pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let last: Vec<&str> = text.lines().rev().take(lines).collect();
     last.into_iter().rev().collect::<Vec<_>>().join("\n    ")
 }
 
 /// The root directory of a fake node's files.
-pub fn node_root(dir: &Path, node: &str) -> PathBuf {
+pub(crate) fn node_root(dir: &Path, node: &str) -> PathBuf {
     dir.join("nodes").join(node)
 }
 
@@ -159,7 +159,7 @@ struct State {
 }
 
 /// The containers of every fake node of a local cluster: real binaries.
-pub struct LocalContainers {
+pub(crate) struct LocalContainers {
     bins: PathBuf,
     dir: PathBuf,
     hooks: Arc<dyn Hooks>,
@@ -168,7 +168,7 @@ pub struct LocalContainers {
 
 impl LocalContainers {
     /// Containers that run the binaries in `bins`, with run directory `dir`.
-    pub fn new(bins: PathBuf, dir: PathBuf, hooks: Arc<dyn Hooks>) -> Self {
+    pub(crate) fn new(bins: PathBuf, dir: PathBuf, hooks: Arc<dyn Hooks>) -> Self {
         LocalContainers {
             bins,
             dir,
@@ -178,7 +178,7 @@ impl LocalContainers {
     }
 
     /// Every child, running or stopping (for stopping them all).
-    pub fn take_all(&self) -> Vec<Child> {
+    pub(crate) fn take_all(&self) -> Vec<Child> {
         let mut st = self.state.lock().expect("containers");
         let mut all: Vec<Child> = std::mem::take(&mut st.running).into_values().collect();
         all.append(&mut st.stopping);
@@ -186,7 +186,7 @@ impl LocalContainers {
     }
 
     /// SIGKILL every child now (the cluster is being dropped).
-    pub fn kill_all(&self) {
+    pub(crate) fn kill_all(&self) {
         let st = self.state.lock().expect("containers");
         for child in st.running.values().chain(st.stopping.iter()) {
             signal_group(child, Signal::SIGKILL);
@@ -211,7 +211,7 @@ impl LocalContainers {
 
     /// A `kill`, `remove` or `start` step on self-hosted component `c` (all its pods, or only
     /// pod `only`). Returns the pods touched.
-    pub fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+    pub(crate) fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         let mut st = self.state.lock().expect("containers");
         let running: BTreeSet<String> = st.running.keys().cloned().collect();
         let (stop, touched) = st.book.plan(c, only, op, |p| running.contains(p));
@@ -226,7 +226,7 @@ impl LocalContainers {
     }
 
     /// Node `node` stopped (its machine died): its pods' processes die with it.
-    pub fn node_stopped(&self, node: &str) {
+    pub(crate) fn node_stopped(&self, node: &str) {
         let mut st = self.state.lock().expect("containers");
         for pod in st.book.on_node(node) {
             self.stop_locked(&mut st, &pod, false, "its node stopped");
@@ -320,9 +320,6 @@ impl Containers for LocalContainers {
         }
     }
 }
-
-/// How long [`LocalContainers`]' children get to exit when the cluster goes down.
-pub const DOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -21,11 +21,11 @@ use tokio::sync::Notify;
 
 /// The two directions a partition can cut.
 #[derive(Debug, Default)]
-pub struct Cut {
+pub(crate) struct Cut {
     /// Client to server.
-    pub up: AtomicBool,
+    pub(crate) up: AtomicBool,
     /// Server to client.
-    pub down: AtomicBool,
+    pub(crate) down: AtomicBool,
     /// Told when a direction heals.
     healed: Notify,
 }
@@ -53,11 +53,11 @@ impl Cut {
 }
 
 /// A running proxy. Dropping it stops accepting; open connections end with the run.
-pub struct Proxy {
+pub(crate) struct Proxy {
     /// Where clients connect.
-    pub addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     /// What is cut now.
-    pub cut: Arc<Cut>,
+    pub(crate) cut: Arc<Cut>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -92,7 +92,7 @@ where
 
 impl Proxy {
     /// Listen on a free port of 127.0.0.1 and forward to `target`.
-    pub async fn start(target: SocketAddr) -> std::io::Result<Proxy> {
+    pub(crate) async fn start(target: SocketAddr) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let cut = Arc::new(Cut::default());
@@ -116,19 +116,20 @@ impl Proxy {
     }
 
     /// Cut or heal each direction.
-    pub fn set(&self, up: bool, down: bool) {
+    #[cfg(test)]
+    fn set(&self, up: bool, down: bool) {
         self.set_up(up);
         self.set_down(down);
     }
 
     /// Cut (true) or heal the client-to-server direction.
-    pub fn set_up(&self, cut: bool) {
+    pub(crate) fn set_up(&self, cut: bool) {
         self.cut.up.store(cut, Ordering::SeqCst);
         self.cut.healed.notify_waiters();
     }
 
     /// Cut (true) or heal the server-to-client direction.
-    pub fn set_down(&self, cut: bool) {
+    pub(crate) fn set_down(&self, cut: bool) {
         self.cut.down.store(cut, Ordering::SeqCst);
         self.cut.healed.notify_waiters();
     }

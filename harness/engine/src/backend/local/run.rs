@@ -34,7 +34,7 @@ pub struct LocalOptions {
 /// Turns what processes print into events: upstream's leader-election log lines
 /// (`k8s.io/client-go/tools/leaderelection`, v0.37) and the agents' JSON lines
 /// ([`JsonLinesReporter`](crate::agent::JsonLinesReporter)).
-pub struct RecorderHooks(pub Recorder);
+pub(crate) struct RecorderHooks(pub Recorder);
 
 /// The `lock="NS/NAME"` value of a klog line.
 fn klog_lock(line: &str) -> Option<&str> {
@@ -93,7 +93,7 @@ impl Hooks for RecorderHooks {
 }
 
 /// The local world: what the driver does to processes and links, done to real ones.
-pub struct LocalWorld {
+pub(crate) struct LocalWorld {
     cluster: LocalCluster,
     time: RealTime,
     rt: tokio::runtime::Handle,

@@ -29,20 +29,20 @@ use crate::clock::Clock;
 /// State the API server shares with the rest of the simulated world.
 pub struct ApiServer {
     /// What etcd holds.
-    pub store: Arc<Mutex<Store>>,
+    pub(crate) store: Arc<Mutex<Store>>,
     /// Whether etcd is running and reachable from the API server (set by the simulation driver).
-    pub etcd_ok: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) etcd_ok: Arc<std::sync::atomic::AtomicBool>,
     /// Timestamps for creationTimestamp.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Woken after every write, for watches.
-    pub changed: tokio::sync::Notify,
+    pub(crate) changed: tokio::sync::Notify,
 }
 
 /// The longest a watch waits without changes before it answers empty.
-pub const WATCH_MAX: Duration = Duration::from_secs(4);
+pub(crate) const WATCH_MAX: Duration = Duration::from_secs(4);
 
 /// How long a request waits for an unreachable etcd before failing.
-pub const ETCD_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const ETCD_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl ApiServer {
     /// An API server over a store.

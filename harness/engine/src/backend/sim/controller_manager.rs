@@ -40,17 +40,17 @@ use crate::kubeclient::pod_ready;
 use kubechaos_core::scenario::Component;
 
 /// `--node-monitor-period`.
-pub const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
 /// `--node-monitor-grace-period`.
-pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(50);
+pub(crate) const NODE_MONITOR_GRACE: Duration = Duration::from_secs(50);
 /// The taint the node lifecycle controller puts on unreachable nodes.
-pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+pub(crate) const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 /// How often the workload controllers sync.
-pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const SYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// How long the start-up read of the authentication ConfigMap keeps retrying before the process
 /// exits.
-pub const AUTH_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const AUTH_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Run one controller-manager process until it exits.
 pub async fn run(p: Proc) {

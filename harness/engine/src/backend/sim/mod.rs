@@ -71,7 +71,7 @@ pub fn epoch() -> Timestamp {
 
 /// What only the sim cannot do, with where the scenario asks for it (what neither backend that
 /// builds its own cluster can do is in `built_cluster_check`).
-pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
+pub(crate) fn check(s: &Scenario) -> Vec<(Pos, String)> {
     s.cluster
         .agents
         .iter()
@@ -81,7 +81,7 @@ pub fn check(s: &Scenario) -> Vec<(Pos, String)> {
 }
 
 /// The simulated world: turmoil hosts and links, and etcd's reachability from the API server.
-pub struct SimWorld<'a> {
+pub(crate) struct SimWorld<'a> {
     sim: turmoil::Sim<'a>,
     /// Virtual milliseconds since the simulation began, as the driver last saw them (what the
     /// recorder stamps events recorded outside a host with).
@@ -448,7 +448,7 @@ fn start(
 }
 
 /// How long (virtual) the bootstrap of a self-hosted control plane may take.
-pub const BOOTSTRAP_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const BOOTSTRAP_LIMIT: Duration = Duration::from_secs(300);
 
 /// Bring up a self-hosted control plane ([`crate::selfhosted::bootstrap`]) from a `bootstrap`
 /// host, stepping the simulation until it is done. Returns the virtual time it ended: time zero

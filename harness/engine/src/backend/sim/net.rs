@@ -16,9 +16,9 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
 /// The API server's port in the simulation.
-pub const API_PORT: u16 = 6443;
+pub(crate) const API_PORT: u16 = 6443;
 /// The API server's host name in the simulation.
-pub const API_HOST: &str = "api-server";
+pub(crate) const API_HOST: &str = "api-server";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -30,7 +30,7 @@ pub struct SimTransport {
 
 impl SimTransport {
     /// A transport whose requests time out after `timeout`.
-    pub fn new(timeout: Duration) -> Self {
+    pub(crate) fn new(timeout: Duration) -> Self {
         SimTransport { timeout }
     }
 

@@ -52,7 +52,7 @@ impl SimContainers {
 
     /// A `kill`, `remove` or `start` step on self-hosted component `c` (all its pods, or only
     /// pod `only`). Returns the pods touched.
-    pub fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+    pub(crate) fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         let mut st = self.state.lock().expect("containers");
         let tasks: BTreeSet<String> = st
             .tasks
@@ -72,7 +72,7 @@ impl SimContainers {
     }
 
     /// Node `node` stopped: its pods' processes ended with it.
-    pub fn node_stopped(&self, node: &str) {
+    pub(crate) fn node_stopped(&self, node: &str) {
         let mut st = self.state.lock().expect("containers");
         for pod in st.book.on_node(node) {
             Self::stop_locked(&mut st, &pod, "its node stopped");

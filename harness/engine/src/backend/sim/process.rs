@@ -13,20 +13,20 @@ use kubechaos_core::scenario::LeaseRef;
 
 /// Per-request timeout of simulated clients. client-go's leader-election clients are bounded by
 /// the renew deadline; 5s keeps every try inside it.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A simulated process (one turmoil host).
 #[derive(Clone)]
 pub struct Proc {
     /// Process (and host) name, e.g. `kube-scheduler-1`.
-    pub name: String,
+    pub(crate) name: String,
     incarnation: Arc<AtomicU32>,
     /// The run's recorder.
-    pub recorder: Recorder,
+    pub(crate) recorder: Recorder,
     /// Timestamps.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// The run's seed.
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 impl Proc {
@@ -42,7 +42,7 @@ impl Proc {
     }
 
     /// Mark a start: the next incarnation. Returns it.
-    pub fn start(&self) -> u32 {
+    pub(crate) fn start(&self) -> u32 {
         let inc = self.incarnation.fetch_add(1, Ordering::SeqCst) + 1;
         self.recorder.record(EventKind::ProcessStarted {
             process: self.name.clone(),
@@ -52,7 +52,7 @@ impl Proc {
     }
 
     /// Record that the process ends on its own, and why.
-    pub fn exit(&self, reason: &str) {
+    pub(crate) fn exit(&self, reason: &str) {
         self.recorder.record(EventKind::ProcessExited {
             process: self.name.clone(),
             reason: reason.to_owned(),
@@ -60,7 +60,7 @@ impl Proc {
     }
 
     /// Record a note about what the process does.
-    pub fn note(&self, message: &str) {
+    pub(crate) fn note(&self, message: &str) {
         self.recorder.record(EventKind::ProcessNote {
             process: self.name.clone(),
             message: message.to_owned(),
@@ -68,22 +68,22 @@ impl Proc {
     }
 
     /// The lease identity of incarnation `inc`: `hostname_uid` shaped, as upstream.
-    pub fn identity(&self, inc: u32) -> String {
+    pub(crate) fn identity(&self, inc: u32) -> String {
         format!("{}_{inc}", self.name)
     }
 
     /// A kube-rs client over the simulated network.
-    pub fn client(&self) -> kube::Client {
+    pub(crate) fn client(&self) -> kube::Client {
         SimTransport::client(REQUEST_TIMEOUT)
     }
 
     /// A jitter source for incarnation `inc`, derived from the seed.
-    pub fn rng(&self, inc: u32) -> Rng {
+    pub(crate) fn rng(&self, inc: u32) -> Rng {
         Rng::new(self.seed, &self.identity(inc))
     }
 
     /// An elector for `lease` with default timing, reporting leadership to the recorder.
-    pub fn elector(&self, client: kube::Client, lease: &LeaseRef, inc: u32) -> Elector {
+    pub(crate) fn elector(&self, client: kube::Client, lease: &LeaseRef, inc: u32) -> Elector {
         Elector::new(
             client,
             &lease.namespace,
@@ -98,7 +98,7 @@ impl Proc {
 }
 
 /// Reports leadership into the recorder.
-pub struct RecorderReporter(pub Recorder);
+pub(crate) struct RecorderReporter(pub Recorder);
 
 impl LeadershipReporter for RecorderReporter {
     fn started_leading(&self, lease: &str, identity: &str) {

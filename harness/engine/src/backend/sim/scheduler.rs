@@ -21,7 +21,7 @@ use super::process::Proc;
 use kubechaos_core::scenario::Component;
 
 /// How often the leader looks for pending pods.
-pub const SCHEDULE_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const SCHEDULE_PERIOD: Duration = Duration::from_secs(1);
 
 /// Run one scheduler process until it exits.
 pub async fn run(p: Proc) {

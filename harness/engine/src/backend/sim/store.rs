@@ -9,21 +9,21 @@ use serde_json::{json, Value};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Resource {
     /// URL prefix: `api/v1`, `apis/apps/v1`, …
-    pub prefix: &'static str,
+    pub(crate) prefix: &'static str,
     /// Plural name in URLs.
-    pub plural: &'static str,
+    pub(crate) plural: &'static str,
     /// Kind.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// apiVersion.
-    pub api_version: &'static str,
+    pub(crate) api_version: &'static str,
     /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
+    pub(crate) namespaced: bool,
     /// Has a `status` subresource (main-resource updates keep the stored status).
-    pub has_status: bool,
+    pub(crate) has_status: bool,
 }
 
 /// Pods (with `binding` and `status`).
-pub const PODS: Resource = Resource {
+pub(crate) const PODS: Resource = Resource {
     prefix: "api/v1",
     plural: "pods",
     kind: "Pod",
@@ -32,7 +32,7 @@ pub const PODS: Resource = Resource {
     has_status: true,
 };
 /// Nodes (with `status`).
-pub const NODES: Resource = Resource {
+pub(crate) const NODES: Resource = Resource {
     prefix: "api/v1",
     plural: "nodes",
     kind: "Node",
@@ -50,7 +50,7 @@ pub const LEASES: Resource = Resource {
     has_status: false,
 };
 /// Deployments (with `status`).
-pub const DEPLOYMENTS: Resource = Resource {
+pub(crate) const DEPLOYMENTS: Resource = Resource {
     prefix: "apis/apps/v1",
     plural: "deployments",
     kind: "Deployment",
@@ -59,7 +59,7 @@ pub const DEPLOYMENTS: Resource = Resource {
     has_status: true,
 };
 /// ReplicaSets (with `status`).
-pub const REPLICASETS: Resource = Resource {
+pub(crate) const REPLICASETS: Resource = Resource {
     prefix: "apis/apps/v1",
     plural: "replicasets",
     kind: "ReplicaSet",
@@ -69,10 +69,10 @@ pub const REPLICASETS: Resource = Resource {
 };
 
 /// Every resource the simulation serves: the subset the components use.
-pub const RESOURCES: &[Resource] = &[PODS, NODES, LEASES, DEPLOYMENTS, REPLICASETS];
+pub(crate) const RESOURCES: &[Resource] = &[PODS, NODES, LEASES, DEPLOYMENTS, REPLICASETS];
 
 /// Key of a stored object.
-pub type Key = (&'static str, String, String);
+pub(crate) type Key = (&'static str, String, String);
 
 /// Why a write was refused; maps onto a Kubernetes `Status`.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,22 +89,22 @@ pub enum StoreError {
 
 /// One change to a stored object, as a watch reports it.
 #[derive(Clone, Debug)]
-pub struct Change {
+pub(crate) struct Change {
     /// The revision the change made.
-    pub revision: u64,
+    pub(crate) revision: u64,
     /// Plural of the resource.
-    pub plural: &'static str,
+    pub(crate) plural: &'static str,
     /// Namespace ("" for cluster-scoped resources).
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// `ADDED`, `MODIFIED` or `DELETED`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// The object after the change (for DELETED, as it was, with the new resourceVersion).
-    pub object: Value,
+    pub(crate) object: Value,
 }
 
 /// How many changes the store keeps for watchers; an older resourceVersion is "too old" (410
 /// Gone), as etcd's compaction makes it upstream, and the watcher must list again.
-pub const CHANGE_WINDOW: usize = 10_000;
+pub(crate) const CHANGE_WINDOW: usize = 10_000;
 
 /// Objects by (plural, namespace, name), with a global resourceVersion counter and the recent
 /// changes (for watches).
@@ -136,7 +136,7 @@ fn meta(obj: &Value, field: &str) -> Option<String> {
 }
 
 /// Labels of an object.
-pub fn labels(obj: &Value) -> BTreeMap<String, String> {
+pub(crate) fn labels(obj: &Value) -> BTreeMap<String, String> {
     obj.get("metadata")
         .and_then(|m| m.get("labels"))
         .and_then(Value::as_object)
@@ -150,7 +150,7 @@ pub fn labels(obj: &Value) -> BTreeMap<String, String> {
 
 impl Store {
     /// Current revision (the newest resourceVersion).
-    pub fn revision(&self) -> u64 {
+    pub(crate) fn revision(&self) -> u64 {
         self.revision
     }
 
@@ -160,7 +160,7 @@ impl Store {
     }
 
     /// Objects of a resource, in one namespace or all (`ns` None), in name order.
-    pub fn list(&self, r: &Resource, ns: Option<&str>) -> Vec<&Value> {
+    pub(crate) fn list(&self, r: &Resource, ns: Option<&str>) -> Vec<&Value> {
         self.objects
             .iter()
             .filter(|((p, n, _), _)| *p == r.plural && ns.is_none_or(|ns| ns == n))
@@ -191,7 +191,7 @@ impl Store {
 
     /// Changes to a resource (in one namespace, or all) after revision `after`, oldest first.
     /// `Err(compacted)` when `after` is older than the changes kept.
-    pub fn changes_since(
+    pub(crate) fn changes_since(
         &self,
         r: &Resource,
         ns: Option<&str>,
@@ -328,7 +328,7 @@ impl Store {
     /// 3339 text) and `deletionGracePeriodSeconds` (the request's `grace`, else 30s) and the pod
     /// stays until a delete with grace 0 comes (the kubelet's, once its containers stopped).
     /// Unbound pods and every other object go at once.
-    pub fn delete(
+    pub(crate) fn delete(
         &mut self,
         r: &Resource,
         ns: &str,
@@ -362,7 +362,7 @@ impl Store {
     }
 
     /// Bind a pending pod to a node (the `pods/binding` subresource).
-    pub fn bind(&mut self, ns: &str, pod: &str, node: &str) -> Result<Value, StoreError> {
+    pub(crate) fn bind(&mut self, ns: &str, pod: &str, node: &str) -> Result<Value, StoreError> {
         let r = &PODS;
         let key = key(r, ns, pod);
         let Some(obj) = self.objects.get(&key) else {
