@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
@@ -24,7 +25,7 @@ use serde_json::json;
 use crate::recover::{self, Workload};
 use kubechaos_core::events::identity_process;
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::Component;
+use kubechaos_core::scenario::{Component, LeaseRef};
 
 /// The Kubernetes release whose images the Deployments name (the pinned local build:
 /// `fixtures/control-plane/kubernetes/go.mod`; a test keeps them equal).
@@ -41,6 +42,11 @@ pub(crate) const BOOTSTRAP_LEASE: [&str; 3] = [
     "--leader-elect-renew-deadline=3s",
     "--leader-elect-retry-period=1s",
 ];
+/// The controllers the bootstrap controller-manager runs: only what makes the Deployments'
+/// pods. Upstream's default set takes about 5 s to start on 2 cores (each controller's
+/// informers and service account), and nothing else of it is needed before the hand-over.
+pub(crate) const BOOTSTRAP_CONTROLLERS: &str =
+    "--controllers=deployment-controller,replicaset-controller";
 /// The host directory that the components' pods mount (kubeadm's): kubeconfigs and `pki/`.
 pub(crate) const HOST_CONFIG_DIR: &str = "/etc/kubernetes";
 
@@ -195,6 +201,12 @@ pub(crate) async fn bootstrap(
                         .args
                         .get_or_insert_default()
                         .extend(BOOTSTRAP_LEASE.map(str::to_owned));
+                    if *c == Component::KubeControllerManager {
+                        container
+                            .args
+                            .get_or_insert_default()
+                            .push(BOOTSTRAP_CONTROLLERS.to_owned());
+                    }
                 }
                 pod.metadata.annotations.get_or_insert_default().insert(
                     "kubechaos.io/recovery".into(),
@@ -260,8 +272,13 @@ pub(crate) async fn bootstrap(
         missing = Vec::new();
         for (c, _) in &wanted {
             let name = format!("{}-{BOOTSTRAP}", c.name());
+            let lease = c.lease();
             match pods.get_opt(&name).await {
-                Ok(None) => {}
+                // Its process has ended (its node removes the pod once it has): release the
+                // Lease it may still hold, as client-go's `ReleaseOnCancel` would (upstream's
+                // kube-controller-manager does not), so that a Deployment's pod takes it at its
+                // next try rather than after the lease expires by each candidate's clock.
+                Ok(None) => release(client, &lease, &name).await,
                 Ok(Some(p)) => {
                     if p.metadata.deletion_timestamp.is_none() {
                         let _ = pods.delete(&name, &DeleteParams::default()).await;
@@ -270,7 +287,6 @@ pub(crate) async fn bootstrap(
                 }
                 Err(e) => missing.push(format!("cannot read pod {name}: {e}")),
             }
-            let lease = c.lease();
             let holder = crate::kubeclient::lease_holder(client, &lease)
                 .await
                 .ok()
@@ -293,6 +309,24 @@ pub(crate) async fn bootstrap(
         }
         pause().await;
     }
+}
+
+/// Clear the holder of `lease` if process `process` holds it (a conflict or an error leaves it:
+/// the caller tries again).
+async fn release(client: &kube::Client, lease: &LeaseRef, process: &str) {
+    let api = Api::<Lease>::namespaced(client.clone(), &lease.namespace);
+    let Ok(Some(mut l)) = api.get_opt(&lease.name).await else {
+        return;
+    };
+    let Some(spec) = l.spec.as_mut() else {
+        return;
+    };
+    let holder = spec.holder_identity.as_deref().unwrap_or_default();
+    if holder.is_empty() || identity_process(holder) != process {
+        return;
+    }
+    spec.holder_identity = None;
+    let _ = api.replace(&lease.name, &PostParams::default(), &l).await;
 }
 
 #[cfg(test)]
