@@ -210,3 +210,76 @@ pub fn exit_code(end: Result<Verdict, Failure>) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied")
+    }
+
+    /// What the user gave wrongly is 2, what failed underneath is 3, whichever command it came
+    /// from; a run's failure is judged by its kind.
+    #[test]
+    fn each_failure_has_its_stable_exit_code() {
+        let input = [
+            Failure::Input("kubechaos suite: /x does not exist".into()),
+            Failure::Load(LoadError::NotFound {
+                name: "x".into(),
+                tried: vec![],
+            }),
+            Failure::Kube(KubeError::NoContext),
+            Failure::Kube(KubeError::NotDisposable {
+                context: "prod".into(),
+                own: "kubechaos-local",
+            }),
+            Failure::Recover(RecoverError::Refused("no such node".into())),
+            Failure::Backend(BackendError::Unsupported {
+                backend: "sim",
+                problems: vec![],
+            }),
+            Failure::Unsupported {
+                path: "x.yaml".into(),
+                backend: "kube",
+                problems: vec![],
+            },
+        ];
+        for f in &input {
+            assert_eq!(f.code(), exit::BAD_INPUT, "{f:?}");
+        }
+        let environment = [
+            Failure::Write {
+                what: "events",
+                path: "/x".into(),
+                source: io(),
+            },
+            Failure::Runtime(io()),
+            Failure::Local(LocalError::Interrupted),
+            Failure::Interrupted("stopped".into()),
+            Failure::NotRun("1 scenario(s) could not run".into()),
+            Failure::Backend(BackendError::Interrupted {
+                message: "interrupted".into(),
+                events: vec![],
+            }),
+            Failure::Build(BuildError::NoGo),
+        ];
+        for f in &environment {
+            assert_eq!(f.code(), exit::ENVIRONMENT, "{f:?}");
+        }
+    }
+
+    /// A failure is said with its causes on one line.
+    #[test]
+    fn a_failure_keeps_its_causes() {
+        let f = Failure::Write {
+            what: "JUnit report",
+            path: "/ro/junit.xml".into(),
+            source: io(),
+        };
+        assert_eq!(
+            chain(&f),
+            "cannot write the JUnit report to /ro/junit.xml: permission denied"
+        );
+    }
+}

@@ -142,13 +142,13 @@ pub(crate) fn play<B: Backend>(
     let end = match ended {
         Ok(end) => end,
         Err(e) => {
-            let now = world.now();
+            let now = world.clock().now();
             let _ = backend.finish(world, now, progress);
             return Err(e);
         }
     };
     let end_ms = end.as_millis() as u64;
-    let interrupted = world.interrupted();
+    let interrupted = world.clock().interrupted();
     if interrupted {
         recorder.record_at(end_ms, EventKind::RunInterrupted {});
     }
@@ -175,7 +175,7 @@ fn drive<W: World>(
     plan: &Plan,
     progress: &mut dyn Progress,
 ) -> Result<std::time::Duration, BackendError> {
-    let real_time = driver.world.real_time();
+    let real_time = driver.world.clock().real_time();
     let mut next = 0;
     let mut next_status = std::time::Duration::ZERO;
     if real_time {
@@ -183,7 +183,7 @@ fn drive<W: World>(
         progress.say(&format!("t=0.0s: running for {total}"));
     }
     let ended = loop {
-        let now = driver.world.now();
+        let now = driver.world.clock().now();
         while next < plan.actions.len() && plan.actions[next].at <= now {
             let kind = &plan.actions[next].kind;
             driver.apply(s, kind, now);
@@ -193,7 +193,7 @@ fn drive<W: World>(
             next += 1;
         }
         driver.supervise(now);
-        if now >= plan.duration || driver.world.interrupted() {
+        if now >= plan.duration || driver.world.clock().interrupted() {
             break now;
         }
         if real_time && now >= next_status {
@@ -207,7 +207,7 @@ fn drive<W: World>(
             }));
             next_status = now + STATUS_EVERY;
         }
-        driver.world.advance()?;
+        driver.world.clock().advance()?;
     };
     if real_time {
         progress.status(None);

@@ -31,9 +31,9 @@ pub(crate) enum Exit {
     Unrecorded(String),
 }
 
-/// The primitive operations of a world (the turmoil simulation, processes on this machine, …),
-/// and its time.
-pub(crate) trait World {
+/// A world's time: the simulation's steps, or the wall clock's ticks
+/// ([`super::realtime::RealTime`], which every real-time world shares).
+pub(crate) trait WorldClock {
     /// Time since the run's time zero: the simulation's (virtual) or the wall clock's.
     fn now(&mut self) -> Duration;
     /// Let time pass until the driver looks again: one simulation step, or a real-time tick.
@@ -46,6 +46,13 @@ pub(crate) trait World {
     fn interrupted(&self) -> bool {
         false
     }
+}
+
+/// The primitive operations of a world (the turmoil simulation, processes on this machine, …),
+/// and its clock.
+pub(crate) trait World {
+    /// Its time.
+    fn clock(&mut self) -> &mut dyn WorldClock;
     /// Stop a process: `graceful` (SIGTERM) or not (SIGKILL). `hold`: it stays down until
     /// `start`; otherwise the driver's supervisor starts it after the back-off. A world with a
     /// kubelet of its own (an existing cluster) uses `hold` to keep kubelet from restarting it.
@@ -496,7 +503,7 @@ mod tests {
         holder: Option<String>,
     }
 
-    impl World for Fake {
+    impl WorldClock for Fake {
         fn now(&mut self) -> Duration {
             Duration::ZERO
         }
@@ -505,6 +512,12 @@ mod tests {
         }
         fn real_time(&self) -> bool {
             false
+        }
+    }
+
+    impl World for Fake {
+        fn clock(&mut self) -> &mut dyn WorldClock {
+            self
         }
         fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
             self.calls

@@ -21,18 +21,17 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> 
         .map_err(|e| super::EnvironmentError::Runtime(e).into())
 }
 
-/// A recorder stamping real milliseconds since the instant set in the returned cell (zero until
-/// it is set).
-pub(crate) fn recorder() -> (Recorder, Arc<OnceLock<Instant>>) {
-    let zero: Arc<OnceLock<Instant>> = Arc::default();
+/// A recorder stamping real milliseconds since the instant the backend sets in `zero` once its
+/// world is ready (zero until then). `zero` is replaced by the recorder's own cell.
+pub(crate) fn recorder(zero: &mut Arc<OnceLock<Instant>>) -> Recorder {
+    *zero = Arc::default();
     let clock_zero = zero.clone();
-    let recorder = Recorder::new(move || {
+    Recorder::new(move || {
         clock_zero
             .get()
             .map(|z| z.elapsed().as_millis() as u64)
             .unwrap_or(0)
-    });
-    (recorder, zero)
+    })
 }
 
 /// Ctrl-C or SIGTERM, as a flag and a channel.
@@ -87,21 +86,6 @@ impl RealTime {
         RealTime { zero, interrupt }
     }
 
-    /// Since time zero.
-    pub(crate) fn now(&self) -> Duration {
-        self.zero.elapsed()
-    }
-
-    /// Wait one tick.
-    pub(crate) fn advance(&self) {
-        std::thread::sleep(TICK);
-    }
-
-    /// Whether Ctrl-C or SIGTERM came (or the world set the flag: a failure underneath).
-    pub(crate) fn interrupted(&self) -> bool {
-        self.interrupt.came()
-    }
-
     /// The flag [`Self::interrupted`] reads, for a world that ends the run on a failure.
     pub(crate) fn flag(&self) -> Arc<AtomicBool> {
         self.interrupt.flag.clone()
@@ -110,5 +94,27 @@ impl RealTime {
     /// Stop listening for signals.
     pub(crate) fn stop(&self) {
         self.interrupt.stop();
+    }
+}
+
+impl super::driver::WorldClock for RealTime {
+    /// Since time zero.
+    fn now(&mut self) -> Duration {
+        self.zero.elapsed()
+    }
+
+    /// Wait one tick.
+    fn advance(&mut self) -> Result<(), super::BackendError> {
+        std::thread::sleep(TICK);
+        Ok(())
+    }
+
+    fn real_time(&self) -> bool {
+        true
+    }
+
+    /// Whether Ctrl-C or SIGTERM came (or the world set the flag: a failure underneath).
+    fn interrupted(&self) -> bool {
+        self.interrupt.came()
     }
 }

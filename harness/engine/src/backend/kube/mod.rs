@@ -27,7 +27,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::driver::{Exit, World};
+use super::driver::{Exit, World, WorldClock};
 use super::realtime::{self, Interrupt, RealTime};
 use super::BackendError;
 use crate::fake_node::ContainerOp;
@@ -199,18 +199,8 @@ impl KubeWorld {
 }
 
 impl World for KubeWorld {
-    fn now(&mut self) -> Duration {
-        self.time.now()
-    }
-    fn advance(&mut self) -> Result<(), BackendError> {
-        self.time.advance();
-        Ok(())
-    }
-    fn real_time(&self) -> bool {
-        true
-    }
-    fn interrupted(&self) -> bool {
-        self.time.interrupted()
+    fn clock(&mut self) -> &mut dyn WorldClock {
+        &mut self.time
     }
     fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
         self.machines().stop(name, graceful, hold);
@@ -567,9 +557,7 @@ impl Backend for Kube {
     }
 
     fn recorder(&mut self) -> Recorder {
-        let (recorder, zero) = realtime::recorder();
-        self.zero = zero;
-        recorder
+        realtime::recorder(&mut self.zero)
     }
 
     fn start(

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
 use super::error::LocalError;
-use crate::backend::driver::{Exit, World, API_SERVER, ETCD};
+use crate::backend::driver::{Exit, World, WorldClock, API_SERVER, ETCD};
 use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::{BackendError, EnvironmentError};
 use crate::observer::{Command, Observer};
@@ -121,21 +121,8 @@ impl LocalWorld {
 }
 
 impl World for LocalWorld {
-    fn now(&mut self) -> Duration {
-        self.time.now()
-    }
-
-    fn advance(&mut self) -> Result<(), BackendError> {
-        self.time.advance();
-        Ok(())
-    }
-
-    fn real_time(&self) -> bool {
-        true
-    }
-
-    fn interrupted(&self) -> bool {
-        self.time.interrupted()
+    fn clock(&mut self) -> &mut dyn WorldClock {
+        &mut self.time
     }
 
     fn stop(&mut self, name: &str, graceful: bool, _hold: bool) {
@@ -248,9 +235,7 @@ impl Backend for Local {
     }
 
     fn recorder(&mut self) -> Recorder {
-        let (recorder, zero) = realtime::recorder();
-        self.zero = zero;
-        recorder
+        realtime::recorder(&mut self.zero)
     }
 
     /// Everything started is stopped if this fails, and after the run whatever happens (a panic

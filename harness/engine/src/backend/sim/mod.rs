@@ -31,7 +31,7 @@ use self::apiserver::ApiServer;
 use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
 use self::store::{Store, LEASES};
-use super::driver::{Exit, World, ETCD};
+use super::driver::{Exit, World, WorldClock, ETCD};
 use super::{BackendError, EnvironmentError};
 use crate::clock::{Clock, SimClock};
 use crate::observer::{Command, Observer};
@@ -109,7 +109,7 @@ impl SimWorld<'_> {
     }
 }
 
-impl World for SimWorld<'_> {
+impl WorldClock for SimWorld<'_> {
     fn now(&mut self) -> Duration {
         let elapsed = self.sim.elapsed();
         self.now_ms
@@ -126,6 +126,12 @@ impl World for SimWorld<'_> {
 
     fn real_time(&self) -> bool {
         false
+    }
+}
+
+impl World for SimWorld<'_> {
+    fn clock(&mut self) -> &mut dyn WorldClock {
+        self
     }
 
     fn stop(&mut self, name: &str, _graceful: bool, _hold: bool) {
