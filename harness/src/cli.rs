@@ -79,9 +79,10 @@ pub(crate) enum Command {
         /// Files or directories.
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
-        /// Also check that this backend can run them.
-        #[arg(long, value_enum, default_value = "sim")]
-        backend: Backend,
+        /// Check that this backend can run them (default: a file is valid when some backend can
+        /// run it, and each line says which can).
+        #[arg(long, value_enum)]
+        backend: Option<Backend>,
         /// With `--backend kube`: also check that this provider can do their faults.
         #[arg(long, value_enum, default_value = "auto")]
         provider: Provider,

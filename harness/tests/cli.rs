@@ -221,12 +221,23 @@ fn what_the_sim_cannot_do_is_exit_2_before_anything_runs() {
             "sim-unsupported.yaml:10:11: target `node/node-7`",
         ));
     kubechaos()
-        .args(["validate", &fixture("sim-unsupported.yaml")])
+        .args([
+            "validate",
+            &fixture("sim-unsupported.yaml"),
+            "--backend",
+            "sim",
+        ])
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
             "sim-unsupported.yaml:7:5: `recover.pod-from",
         ));
+    // Without --backend, a file is valid when some backend can run it, and says which.
+    kubechaos()
+        .args(["validate", &fixture("sim-unsupported.yaml")])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("; runs on kube)"));
     // A self-hosted cluster: its components are pods (no process to kill), it has only its
     // components' Deployments, and only its nodes.
     for backend in ["sim", "local"] {
@@ -883,4 +894,42 @@ fn the_format_reference_describes_every_key_of_the_schema() {
             "docs/scenario-format.md does not describe `{key}`"
         );
     }
+}
+
+/// A `command` agent's program is checked before the run: one that is not there is exit 2 at the
+/// agent's position (not a run that dies at its start); a file only the local backend can run is
+/// valid, and `validate` says so.
+#[test]
+fn a_command_agent_whose_program_is_missing_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, program: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name: {name}\ncluster:\n  nodes: 1\n  agents:\n    - name: mine\n      lease: default/mine\n      command: [{program}, --flag]\nfaults: []\nexpect:\n  - single-leader: {{lease: default/mine}}\nduration: 30s\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let missing = write("missing", "./no-such-controller");
+    for args in [
+        vec!["validate", missing.to_str().unwrap(), "--backend", "local"],
+        vec!["scenario", missing.to_str().unwrap(), "--backend", "local"],
+    ] {
+        kubechaos()
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "missing.yaml:5:7: agent `mine`: `./no-such-controller` is not an executable file",
+            ));
+    }
+    let on_path = write("on-path", "sh");
+    kubechaos()
+        .args(["validate", on_path.to_str().unwrap()])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("; runs on local)"));
 }

@@ -6,6 +6,70 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+/// What a line a candidate printed is to kubechaos (see [`read_report`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// A leadership report: `leading-started` or `leading-stopped`.
+    Leadership(EventKind),
+    /// `process-note`: something the candidate says about itself.
+    Note(String),
+    /// A report that cannot be read: what was wrong.
+    Rejected(String),
+    /// Not a report: the candidate's own log (a JSON log line has no `event` field).
+    NotAReport,
+}
+
+/// Read a line a candidate printed. A JSON object with an `event` field is a report:
+/// `{"event":"leading-started","lease":"NS/NAME","identity":"ID"}`,
+/// `{"event":"leading-stopped","lease":…,"identity":…,"reason":"…"}` (`reason` may be left out)
+/// and `{"event":"process-note","message":"…"}`; any other line is the candidate's own log.
+pub fn read_report(line: &str) -> Report {
+    let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(line.trim())
+    else {
+        return Report::NotAReport;
+    };
+    let Some(event) = o.get("event") else {
+        return Report::NotAReport;
+    };
+    let text = |key: &str| {
+        o.get(key)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    };
+    let lease_and_identity = |event: &str| match (text("lease"), text("identity")) {
+        (Some(l), Some(i))
+            if l.split_once('/')
+                .is_some_and(|(ns, n)| !ns.is_empty() && !n.is_empty()) =>
+        {
+            Ok((l.to_owned(), i.to_owned()))
+        }
+        _ => Err(format!(
+            "`{event}` needs `lease` (NAMESPACE/NAME) and `identity`, both strings"
+        )),
+    };
+    match event.as_str() {
+        Some("leading-started") => match lease_and_identity("leading-started") {
+            Ok((lease, identity)) => Report::Leadership(EventKind::LeadingStarted { lease, identity }),
+            Err(e) => Report::Rejected(e),
+        },
+        Some("leading-stopped") => match lease_and_identity("leading-stopped") {
+            Ok((lease, identity)) => Report::Leadership(EventKind::LeadingStopped {
+                lease,
+                identity,
+                reason: text("reason").unwrap_or("no reason given").to_owned(),
+            }),
+            Err(e) => Report::Rejected(e),
+        },
+        Some("process-note") => match text("message") {
+            Some(m) => Report::Note(m.to_owned()),
+            None => Report::Rejected("`process-note` needs `message`, a string".to_owned()),
+        },
+        _ => Report::Rejected(format!(
+            "`event` is {event}; expected \"leading-started\", \"leading-stopped\" or \"process-note\""
+        )),
+    }
+}
+
 /// One thing that happened, `t_ms` milliseconds after the run started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
@@ -141,6 +205,16 @@ pub enum EventKind {
         /// The note.
         message: String,
     },
+    /// A line a candidate printed as a leadership report (a JSON object with an `event` field)
+    /// that kubechaos could not read: it is not judged, and said rather than dropped.
+    ReportRejected {
+        /// Process name.
+        process: String,
+        /// What was wrong, and what was expected.
+        error: String,
+        /// The line (its first 300 characters).
+        line: String,
+    },
     /// An invariant was judged on the timeline (recorded after the run, at its end, so that the
     /// events file alone can be rendered again as a report).
     InvariantJudged {
@@ -158,6 +232,14 @@ pub enum EventKind {
         /// When its window closed, if it has one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deadline_ms: Option<u64>,
+        /// When the violation began, for an invariant judged over the whole run that says
+        /// where (`single-leader`: the overlap; `valid-lease-while-leading`: leading beyond the
+        /// tolerance).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        violated_from_ms: Option<u64>,
+        /// When that violation ended (the run's end if it had not).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        violated_to_ms: Option<u64>,
     },
     /// The run was stopped before its end (Ctrl-C, SIGTERM; on an existing cluster also a
     /// failed machine command): the timeline is incomplete and was not judged.
@@ -195,6 +277,11 @@ impl Recorder {
             .lock()
             .expect("recorder lock")
             .push(Event { t_ms, kind });
+    }
+
+    /// Milliseconds since the start of the run, on the recorder's clock.
+    pub fn now_ms(&self) -> u64 {
+        (self.clock)()
     }
 
     /// Every event so far, in time order (stable for events at the same time).
@@ -276,6 +363,72 @@ pub fn fmt_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `leading-stopped` report without a `reason` is a report (the reason is optional): a
+    /// stop dropped for want of one made a program that had stopped leading look like a second
+    /// leader.
+    #[test]
+    fn a_stop_without_a_reason_is_read() {
+        assert_eq!(
+            read_report(
+                r#"{"event":"leading-stopped","lease":"default/lock","identity":"cr-0_2"}"#
+            ),
+            Report::Leadership(EventKind::LeadingStopped {
+                lease: "default/lock".into(),
+                identity: "cr-0_2".into(),
+                reason: "no reason given".into(),
+            })
+        );
+        assert_eq!(
+            read_report(
+                r#"{"event":"leading-started","lease":"default/lock","identity":"cr-0_2","extra":1}"#
+            ),
+            Report::Leadership(EventKind::LeadingStarted {
+                lease: "default/lock".into(),
+                identity: "cr-0_2".into(),
+            })
+        );
+        assert_eq!(
+            read_report(r#"{"event":"process-note","message":"hi"}"#),
+            Report::Note("hi".into())
+        );
+    }
+
+    /// A line meant as a report that cannot be read is rejected with the reason; a program's
+    /// own log lines (JSON or not) are not reports.
+    #[test]
+    fn a_broken_report_is_rejected_and_a_log_line_is_not_a_report() {
+        for (line, error) in [
+            (
+                r#"{"event":"leading-started","lease":"lock","identity":"a"}"#,
+                "`leading-started` needs `lease` (NAMESPACE/NAME) and `identity`",
+            ),
+            (
+                r#"{"event":"leading-stopped","identity":"a"}"#,
+                "`leading-stopped` needs `lease`",
+            ),
+            (
+                r#"{"event":"leading_started","lease":"d/l","identity":"a"}"#,
+                "`event` is \"leading_started\"; expected",
+            ),
+            (
+                r#"{"event":"process-note"}"#,
+                "`process-note` needs `message`",
+            ),
+        ] {
+            match read_report(line) {
+                Report::Rejected(e) => assert!(e.starts_with(error), "{line}: {e}"),
+                r => panic!("{line}: {r:?}"),
+            }
+        }
+        for line in [
+            r#"{"level":"info","msg":"successfully acquired lease"}"#,
+            "I1130 leaderelection.go:258] attempting to acquire leader lease",
+            "{not json",
+        ] {
+            assert_eq!(read_report(line), Report::NotAReport, "{line}");
+        }
+    }
 
     #[test]
     fn jsonl_round_trips() {

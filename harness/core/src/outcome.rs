@@ -39,6 +39,14 @@ impl Outcome {
     pub fn held(&self) -> bool {
         self.verdicts.iter().all(|v| v.held)
     }
+
+    /// How many lines printed as leadership reports could not be read (and were not judged).
+    pub fn rejected_reports(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::ReportRejected { .. }))
+            .count()
+    }
 }
 
 /// The timeline with the verdicts recorded at its end (before `run-ended`).
@@ -60,6 +68,8 @@ fn with_verdicts(mut events: Vec<Event>, verdicts: &[Verdict]) -> Vec<Event> {
             message: v.message.clone(),
             anchor_ms: v.anchor_ms,
             deadline_ms: v.deadline_ms,
+            violated_from_ms: v.violated.map(|w| w.0),
+            violated_to_ms: v.violated.map(|w| w.1),
         },
     }));
     events.extend(ended);

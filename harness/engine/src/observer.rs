@@ -228,8 +228,10 @@ impl Observer {
         }
     }
 
-    /// Say in the timeline when the observer loses the API server and when it has it back.
-    fn reach(&self, reach: &Reach, result: Result<(), &kube::Error>) {
+    /// Say in the timeline when the observer loses the API server and when it has it back, at
+    /// `at`: for a lost one, when the first request that failed was sent (a list) or failed (a
+    /// watch, a long request); for one found again, when it answered.
+    fn reach(&self, reach: &Reach, result: Result<(), &kube::Error>, at: u64) {
         let ok = result.is_ok();
         let mut last = reach.0.lock().expect("reach lock");
         let said = *last;
@@ -237,16 +239,19 @@ impl Observer {
         if said == Some(ok) || (said.is_none() && ok) {
             return;
         }
-        self.recorder.record(EventKind::ProcessNote {
-            process: "kubechaos".into(),
-            message: match result {
-                Ok(()) => "observer: reached the API server again".into(),
-                Err(e) => format!(
-                    "observer: cannot reach the API server ({}); retrying every second",
-                    short(e)
-                ),
+        self.recorder.record_at(
+            at,
+            EventKind::ProcessNote {
+                process: "kubechaos".into(),
+                message: match result {
+                    Ok(()) => "observer: reached the API server again".into(),
+                    Err(e) => format!(
+                        "observer: cannot reach the API server ({}); retrying every second",
+                        short(e)
+                    ),
+                },
             },
-        });
+        );
     }
 
     /// Follow one resource as an informer does: list, watch from the list's resourceVersion,
@@ -265,16 +270,19 @@ impl Observer {
         let mut seen = S::default();
         let mut from: Option<String> = None;
         loop {
+            // When a list was sent: the API server was lost no later than that, however long
+            // the failure took to come back (a connection that hangs rather than closes).
+            let asked = self.recorder.now_ms();
             let version = match from.take() {
                 Some(v) => v,
                 None => match api.list(&ListParams::default()).await {
                     Ok(list) => {
-                        self.reach(reach, Ok(()));
+                        self.reach(reach, Ok(()), self.recorder.now_ms());
                         record(self, &mut seen, Seen::Listed(&list.items));
                         list.metadata.resource_version.unwrap_or_default()
                     }
                     Err(e) => {
-                        self.reach(reach, Err(&e));
+                        self.reach(reach, Err(&e), asked);
                         tokio::time::sleep(RETRY).await;
                         continue;
                     }
@@ -285,14 +293,15 @@ impl Observer {
                 Ok(stream) => stream,
                 Err(e) => {
                     if !is_gone(&e) {
-                        self.reach(reach, Err(&e));
+                        // A watch is a long request: it fails when its failure comes.
+                        self.reach(reach, Err(&e), self.recorder.now_ms());
                         tokio::time::sleep(RETRY).await;
                         from = Some(version);
                     }
                     continue;
                 }
             };
-            self.reach(reach, Ok(()));
+            self.reach(reach, Ok(()), self.recorder.now_ms());
             let mut stream = stream.boxed();
             let mut last = Some(version);
             loop {
@@ -947,11 +956,11 @@ mod tests {
                 .with_code(500)
                 .boxed(),
         );
-        o.reach(&reach, Ok(()));
-        o.reach(&reach, Err(&lost));
-        o.reach(&reach, Err(&lost));
-        o.reach(&reach, Ok(()));
-        o.reach(&reach, Ok(()));
+        o.reach(&reach, Ok(()), 0);
+        o.reach(&reach, Err(&lost), 20_000);
+        o.reach(&reach, Err(&lost), 21_000);
+        o.reach(&reach, Ok(()), 40_000);
+        o.reach(&reach, Ok(()), 41_000);
         let notes: Vec<String> = kinds(&o)
             .into_iter()
             .map(|k| match k {

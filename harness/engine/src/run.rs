@@ -15,7 +15,7 @@ pub(crate) use kubechaos_core::outcome::Outcome;
 pub use kubechaos_core::plan::Plan;
 use kubechaos_core::plan::PlannedKind;
 use kubechaos_core::report::live::{Progress, Status};
-use kubechaos_core::scenario::{Pos, Scenario};
+use kubechaos_core::scenario::{Action, Pos, Scenario};
 
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 1;
@@ -43,6 +43,11 @@ pub(crate) trait Backend {
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)>;
     /// A recorder that stamps events with the run's time (zero until the world is ready).
     fn recorder(&mut self) -> Recorder;
+    /// What `--dry-run` says the faults that are not API calls act through.
+    fn via(&self) -> String;
+    /// How this backend carries out a fault that is not an API call, and what undoes it
+    /// (`--dry-run`).
+    fn describe(&self, action: &Action) -> (String, String);
     /// Bring up (or reach) the world, with the observer following it. The run's time zero is
     /// when this returns. If it fails, it leaves nothing behind (`finish` is not called).
     fn start(
@@ -69,6 +74,10 @@ pub trait Playable {
     fn name(&self) -> &'static str;
     /// What it cannot do with a scenario.
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)>;
+    /// What `--dry-run` says the faults that are not API calls act through.
+    fn via(&self) -> String;
+    /// How it carries out a fault that is not an API call, and what undoes it.
+    fn describe(&self, action: &Action) -> (String, String);
     /// Play a plan; the recorded timeline.
     fn play(
         &mut self,
@@ -87,6 +96,14 @@ impl<B: Backend> Playable for B {
         Backend::check(self, s)
     }
 
+    fn via(&self) -> String {
+        Backend::via(self)
+    }
+
+    fn describe(&self, action: &Action) -> (String, String) {
+        Backend::describe(self, action)
+    }
+
     fn play(
         &mut self,
         s: &Scenario,
@@ -95,6 +112,74 @@ impl<B: Backend> Playable for B {
     ) -> Result<Vec<Event>, BackendError> {
         play(self, s, plan, progress)
     }
+}
+
+/// The plan as `backend` would carry it out, touching nothing (`--dry-run`): each step, how, and
+/// what undoes it.
+pub fn dry_run(s: &Scenario, plan: &Plan, backend: &dyn Playable) -> String {
+    let mut out = String::new();
+    for a in &plan.actions {
+        let at = fmt_ms(a.at.as_millis() as u64);
+        match &a.kind {
+            PlannedKind::Fault { step } => {
+                let action = &s.faults[*step].action;
+                let (how, undo) = match action {
+                    Action::DeletePods(d) => (
+                        format!(
+                            "DELETE the pods in {} matching `{}`, wait until they are gone",
+                            d.namespace, d.selector
+                        ),
+                        "nothing: their controllers replace them".to_owned(),
+                    ),
+                    Action::Recover(r) => (
+                        format!(
+                            "read {}, CREATE a pod from its template bound to {}",
+                            r.pod_from, r.node
+                        ),
+                        if r.cleanup {
+                            "its cleanup deletes it once the workload's pods are Ready".to_owned()
+                        } else {
+                            "nothing: it is left running (the run says so)".to_owned()
+                        },
+                    ),
+                    Action::Bind(b) => (
+                        format!("POST a Binding of {} to {}", b.pod, b.node),
+                        "nothing".to_owned(),
+                    ),
+                    Action::ApiServer(_)
+                    | Action::Etcd(_)
+                    | Action::Partition(_)
+                    | Action::Heal(_)
+                    | Action::Kill(_)
+                    | Action::Remove(_)
+                    | Action::Start(_) => backend.describe(action),
+                };
+                let via = if action.is_api_level() {
+                    "via the API".to_owned()
+                } else {
+                    format!("via {}", backend.via())
+                };
+                out.push_str(&format!(
+                    "{at:>9}  {action}\n           {via}: {how}\n           undone by: {undo}\n"
+                ));
+            }
+            PlannedKind::Undo { step } => {
+                let action = &s.faults[*step].action;
+                out.push_str(&format!(
+                    "{at:>9}  {} (undoing `{action}` after its `for`)\n",
+                    action.undo_text().unwrap_or_default()
+                ));
+            }
+            PlannedKind::Probe { invariant } => {
+                out.push_str(&format!(
+                    "{at:>9}  CREATE probe pod {}/probe-{invariant} for `{}` (deleted at the end)\n",
+                    crate::observer::PROBE_NAMESPACE,
+                    s.expect[*invariant].value.label()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Play a validated scenario on a backend and judge it.
@@ -253,5 +338,25 @@ mod tests {
         assert!(logs_contain(
             "failed to renew lease: stopped leading lease=default/agent-lock identity=agent-0_1"
         ));
+    }
+
+    /// Elected candidates as client-go elects them stop leading at their renew deadline, before
+    /// their lease expires: through an API outage and a leader cut off, every leader's Lease names
+    /// it and is valid while it leads, on the components and the agents alike.
+    #[test]
+    fn client_go_electors_never_lead_on_a_lease_they_lost() {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  components: {kube-scheduler: {replicas: 2}}\n  agents: [{name: agent, replicas: 2, lease: default/agent-lock}]\nfaults:\n  - {at: 10s, api-server: stop, for: 40s}\n  - {at: 70s, partition: [agent/agent/leader, api-server], for: 40s}\nexpect:\n  - valid-lease-while-leading: {lease: default/agent-lock}\n  - valid-lease-while-leading: {lease: kube-system/kube-scheduler, tolerance: 1s}\n  - single-leader: {lease: default/agent-lock}\nduration: 3m\n";
+        let s = scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).expect("valid");
+        for seed in 1..=3 {
+            let o = crate::backend::sim::run(&s, seed).expect("runs");
+            for v in &o.verdicts {
+                assert!(v.held, "seed {seed}: {}: {}", v.label, v.message);
+            }
+            assert!(
+                o.verdicts[0].message.contains("leadership terms observed"),
+                "{}",
+                o.verdicts[0].message
+            );
+        }
     }
 }

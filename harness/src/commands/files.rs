@@ -56,8 +56,10 @@ pub fn list() -> End {
     Ok(Verdict::Held)
 }
 
-/// `kubechaos validate`: every problem of every file (and what the backend cannot do).
-pub fn validate(paths: &[PathBuf], backend: Backend, provider: Provider) -> End {
+/// `kubechaos validate`: every problem of every file. With `--backend`, what that backend cannot
+/// do is a problem too; without, a file is valid when some backend can run it, and each line says
+/// which backends can.
+pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider) -> End {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -73,47 +75,71 @@ pub fn validate(paths: &[PathBuf], backend: Backend, provider: Provider) -> End 
             files.push(p.clone());
         }
     }
-    let world = backend_of(
-        backend,
-        DEFAULT_SEED,
-        Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
-        false,
-        kubechaos_engine::backend::kube::KubeTarget {
-            provider: provider.into(),
-            ..Default::default()
-        },
-    );
+    let backends = match backend {
+        Some(b) => vec![b],
+        None => vec![Backend::Sim, Backend::Local, Backend::Kube],
+    };
+    let worlds: Vec<(Backend, Box<dyn kubechaos_engine::run::Playable>)> = backends
+        .iter()
+        .map(|b| {
+            let world = backend_of(
+                *b,
+                DEFAULT_SEED,
+                Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
+                false,
+                kubechaos_engine::backend::kube::KubeTarget {
+                    provider: provider.into(),
+                    ..Default::default()
+                },
+            );
+            (*b, world)
+        })
+        .collect();
     let mut bad = 0;
     for f in &files {
-        let checked = scenario::load(f).map_err(Failure::from).and_then(|s| {
-            let problems = world.check(&s);
-            if problems.is_empty() {
-                Ok(s)
-            } else {
-                Err(Failure::of_run(
+        let s = match scenario::load(f) {
+            Ok(s) => s,
+            Err(e) => {
+                Failure::Load(e).report();
+                bad += 1;
+                continue;
+            }
+        };
+        let checked: Vec<(Backend, Vec<(scenario::Pos, String)>)> =
+            worlds.iter().map(|(b, w)| (*b, w.check(&s))).collect();
+        let runs_on: Vec<&str> = checked
+            .iter()
+            .filter(|(_, p)| p.is_empty())
+            .map(|(b, _)| b.name())
+            .collect();
+        if runs_on.is_empty() {
+            for (b, problems) in checked {
+                Failure::of_run(
                     &s.source.path,
                     BackendError::Unsupported {
-                        backend: backend.name(),
+                        backend: b.name(),
                         problems,
                     },
-                ))
+                )
+                .report();
             }
-        });
-        match checked {
-            Ok(s) => println!(
-                "ok  {} ({}: {} fault step{}, {} invariant{})",
-                f.display(),
-                s.name,
-                s.faults.len(),
-                if s.faults.len() == 1 { "" } else { "s" },
-                s.expect.len(),
-                if s.expect.len() == 1 { "" } else { "s" }
-            ),
-            Err(failure) => {
-                failure.report();
-                bad += 1;
-            }
+            bad += 1;
+            continue;
         }
+        println!(
+            "ok  {} ({}: {} fault step{}, {} invariant{}{})",
+            f.display(),
+            s.name,
+            s.faults.len(),
+            if s.faults.len() == 1 { "" } else { "s" },
+            s.expect.len(),
+            if s.expect.len() == 1 { "" } else { "s" },
+            if backend.is_none() {
+                format!("; runs on {}", runs_on.join(", "))
+            } else {
+                String::new()
+            }
+        );
     }
     if bad > 0 {
         return Err(Failure::Input(format!(

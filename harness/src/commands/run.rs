@@ -71,7 +71,7 @@ pub fn scenario(args: &ScenarioArgs) -> End {
         );
         print!(
             "{}",
-            kubechaos_engine::backend::kube::dry_run(&s, &run::Plan::new(&s), kube.provider)
+            run::dry_run(&s, &run::Plan::new(&s), backend.as_ref())
         );
         return Ok(Verdict::Held);
     }

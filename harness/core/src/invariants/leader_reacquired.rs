@@ -10,6 +10,17 @@ use crate::scenario::{LeaderReacquired, Scenario};
 /// Decided once a live candidate holds and renews the Lease.
 pub(super) const WATCH: Watch = Watch::UntilHeld;
 
+/// The instance a holder identity names: `cr-0_2` (the second start of process `cr-0`) as it
+/// is, where kubechaos gave the identity; upstream's `HOSTNAME_UUID` by its process alone.
+fn instance(identity: &str) -> &str {
+    match identity.rsplit_once('_') {
+        Some((_, n)) if !n.is_empty() && n.len() <= 4 && n.bytes().all(|b| b.is_ascii_digit()) => {
+            identity
+        }
+        _ => identity_process(identity),
+    }
+}
+
 pub(super) fn judge(
     tl: &Timeline<'_>,
     s: &Scenario,
@@ -47,7 +58,7 @@ pub(super) fn judge(
                     true,
                     format!(
                         "held by {} (renewed at {}), {} after the anchor at {} (limit {})",
-                        identity_process(h),
+                        instance(h),
                         fmt_ms(*r),
                         human(std::time::Duration::from_millis(after)),
                         fmt_ms(anchor),

@@ -11,6 +11,7 @@ mod leader_reacquired;
 mod schedulable;
 mod single_leader;
 mod unschedulable;
+mod valid_lease_while_leading;
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,8 @@ pub struct Verdict {
     pub(crate) anchor_ms: Option<u64>,
     /// When the window closed (ms since start), if the invariant has one.
     pub(crate) deadline_ms: Option<u64>,
+    /// When a violation of an invariant judged over the whole run began and ended.
+    pub(crate) violated: Option<(u64, u64)>,
 }
 
 /// Facts derived from the timeline that several invariants use.
@@ -180,6 +183,7 @@ pub(crate) fn watch(inv: &Invariant) -> Watch {
         Invariant::Schedulable(_) => schedulable::WATCH,
         Invariant::Unschedulable(_) => unschedulable::WATCH,
         Invariant::SingleLeader(_) => single_leader::WATCH,
+        Invariant::ValidLeaseWhileLeading(_) => valid_lease_while_leading::WATCH,
         Invariant::Available(_) => available::WATCH,
     }
 }
@@ -196,12 +200,22 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
             let anchor = tl.anchor(&inv.value);
             let deadline = anchor + inv.value.window().as_millis() as u64;
             let window = Some(anchor).zip(Some(deadline));
+            let mut violated = None;
             let ((held, message), window) = match &inv.value {
                 Invariant::LeaderReacquired(i) => (
                     leader_reacquired::judge(&tl, s, i, anchor, deadline),
                     window,
                 ),
-                Invariant::SingleLeader(i) => (single_leader::judge(&tl, i), None),
+                Invariant::SingleLeader(i) => {
+                    let (held, message, when) = single_leader::judge(&tl, i);
+                    violated = when;
+                    ((held, message), None)
+                }
+                Invariant::ValidLeaseWhileLeading(i) => {
+                    let (held, message, when) = valid_lease_while_leading::judge(&tl, i);
+                    violated = when;
+                    ((held, message), None)
+                }
                 Invariant::Schedulable(i) => {
                     (schedulable::judge(&tl, i, index, anchor, deadline), window)
                 }
@@ -218,6 +232,7 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                 message,
                 anchor_ms: window.map(|w| w.0),
                 deadline_ms: window.map(|w| w.1),
+                violated,
             }
         })
         .collect()

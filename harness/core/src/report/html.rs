@@ -516,6 +516,17 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
             EventKind::ProcessNote { process, message } => {
                 notes.push((t, process.clone(), message.clone()));
             }
+            EventKind::ReportRejected {
+                process,
+                error,
+                line,
+            } => {
+                notes.push((
+                    t,
+                    process.clone(),
+                    format!("a report that cannot be read ({error}), not judged: {line}"),
+                ));
+            }
             _ => {}
         }
     }
@@ -762,6 +773,8 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
             message,
             anchor_ms,
             deadline_ms,
+            violated_from_ms,
+            violated_to_ms,
         } = &e.kind
         else {
             continue;
@@ -769,13 +782,37 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
         let verdict = if *held { "PASS" } else { "FAIL" };
         let mut lane = Lane::new(format!("invariant:{invariant}"), label.clone());
         let (from, to) = (anchor_ms.unwrap_or(0), deadline_ms.unwrap_or(end_ms));
-        lane.span(
-            from,
-            to,
-            if *held { "held" } else { "violated" },
-            verdict.into(),
-            format!("{verdict} {label}: {message}"),
-        );
+        match (violated_from_ms, violated_to_ms) {
+            // Judged over the whole run, violated there: the run as its window, the violation
+            // where it happened.
+            (Some(vf), Some(vt)) => {
+                lane.span(
+                    from,
+                    to,
+                    "window",
+                    String::new(),
+                    format!("{label}: judged over the whole run"),
+                );
+                lane.span(
+                    *vf,
+                    (*vt).max(*vf + 1),
+                    "violated",
+                    verdict.into(),
+                    format!(
+                        "{verdict} {label} from {} to {}: {message}",
+                        fmt_ms(*vf),
+                        fmt_ms(*vt)
+                    ),
+                );
+            }
+            _ => lane.span(
+                from,
+                to,
+                if *held { "held" } else { "violated" },
+                verdict.into(),
+                format!("{verdict} {label}: {message}"),
+            ),
+        }
         if let Some(a) = anchor_ms {
             lane.mark(*a, "anchor", format!("anchor at {}", fmt_ms(*a)));
         }
@@ -1036,6 +1073,8 @@ mod tests {
                     message: "never bound".into(),
                     anchor_ms: Some(10_000),
                     deadline_ms: Some(40_000),
+                    violated_from_ms: None,
+                    violated_to_ms: None,
                 },
             ),
         ];
@@ -1048,6 +1087,33 @@ mod tests {
         );
         assert_eq!(model(&events[..1]).unwrap().verdicts, None);
         assert_eq!(model(&[]).unwrap_err(), ModelError::NoRunStarted);
+    }
+
+    /// A violation of an invariant judged over the whole run is drawn where it happened (the
+    /// overlap of two leaders), not over the whole run.
+    #[test]
+    fn a_whole_run_violation_is_drawn_where_it_happened() {
+        let events = vec![
+            started(),
+            ev(
+                60_000,
+                EventKind::InvariantJudged {
+                    invariant: 0,
+                    label: "single-leader default/lock".into(),
+                    held: false,
+                    message: "two candidates acted as leader at once".into(),
+                    anchor_ms: None,
+                    deadline_ms: None,
+                    violated_from_ms: Some(20_000),
+                    violated_to_ms: Some(20_011),
+                },
+            ),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!(
+            spans(lane(&m, "invariant:0")),
+            vec![(0, 60_000, "window"), (20_000, 20_011, "violated")]
+        );
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub(crate) struct ScenarioSummary {
     pub(crate) report: Option<String>,
     /// One per invariant, in file order.
     pub(crate) invariants: Vec<InvariantSummary>,
+    /// Lines printed as leadership reports that could not be read (not judged); left out when
+    /// there were none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) rejected_reports: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One invariant's verdict.
@@ -76,6 +84,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                         message: v.message.clone(),
                     })
                     .collect(),
+                rejected_reports: o.rejected_reports(),
             },
             Err(error) => ScenarioSummary {
                 name: e.scenario.name.clone(),
@@ -86,6 +95,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                 events: None,
                 report: None,
                 invariants: Vec::new(),
+                rejected_reports: 0,
             },
         })
         .collect();

@@ -19,12 +19,14 @@ pub fn cluster_line(s: &Scenario) -> String {
         parts.push(format!("{} ×{}", c.name(), spec.replicas));
     }
     for a in &s.cluster.agents {
-        parts.push(format!(
-            "agent group {} ×{} ({})",
-            a.name,
-            a.replicas,
-            a.mode.map(|m| m.name()).unwrap_or("correct")
-        ));
+        let runs = match &a.command {
+            Some(cmd) => format!("`{}`", cmd.join(" ")),
+            None => format!(
+                "reference agent, {}",
+                a.mode.map(|m| m.name()).unwrap_or("correct")
+            ),
+        };
+        parts.push(format!("agent group {} ×{} ({runs})", a.name, a.replicas));
     }
     parts.join(", ")
 }
@@ -74,6 +76,13 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
             EventKind::ProcessNote { process, message } => {
                 Some(format!("note      {process}: {message}"))
             }
+            EventKind::ReportRejected {
+                process,
+                error,
+                line,
+            } => Some(format!(
+                "REJECTED  {process}: a report that cannot be read ({error}), not judged: {line}"
+            )),
             EventKind::NodeObserved {
                 node,
                 ready,
@@ -105,6 +114,15 @@ pub fn verdicts(outcome: &Outcome) -> String {
             if v.held { "PASS" } else { "FAIL" },
             v.label,
             v.message
+        );
+    }
+    let rejected = outcome.rejected_reports();
+    if rejected > 0 {
+        let _ = writeln!(
+            out,
+            "  WARN  {rejected} line{} printed as a leadership report could not be read and {} not judged (REJECTED in the timeline, `report-rejected` in the events)",
+            if rejected == 1 { "" } else { "s" },
+            if rejected == 1 { "was" } else { "were" }
         );
     }
     out

@@ -42,6 +42,7 @@ pub(crate) const INVARIANT_KEYS: &[&str] = &[
     "schedulable",
     "unschedulable",
     "single-leader",
+    "valid-lease-while-leading",
     "available",
 ];
 
@@ -795,6 +796,20 @@ impl Decoder {
                     .and_then(|n| self.lease(n, "`single-leader.lease`"));
                 Some(Invariant::SingleLeader(SingleLeader { lease: lease? }))
             }
+            "valid-lease-while-leading" => {
+                let g = self.fields(value, &what, &["lease", "tolerance"])?;
+                let lease = self
+                    .required(&g, value.pos, "lease", &what)
+                    .and_then(|n| self.lease(n, "`valid-lease-while-leading.lease`"));
+                let tolerance = match g.get("tolerance") {
+                    Some(n) => Some(self.duration(n, "`tolerance`")?),
+                    None => None,
+                };
+                Some(Invariant::ValidLeaseWhileLeading(ValidLeaseWhileLeading {
+                    lease: lease?,
+                    tolerance: tolerance.unwrap_or(std::time::Duration::from_secs(2)),
+                }))
+            }
             "available" => {
                 let g = self.fields(value, &what, &["deployment", "within", "after"])?;
                 let dep = self
@@ -972,6 +987,7 @@ mod tests {
             "schedulable: {within: 1m}",
             "unschedulable: {for: 10s}",
             "single-leader: {lease: kube-system/kube-scheduler}",
+            "valid-lease-while-leading: {lease: default/a, tolerance: 3s}",
         ];
         let yaml = format!(
             "name: t\ncluster:\n  nodes: 1\n  components: {{kube-scheduler: {{replicas: 1}}}}\n  agents: [{{name: a, replicas: 1, lease: default/a}}]\nexpect:\n{}",

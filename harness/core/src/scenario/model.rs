@@ -507,6 +507,17 @@ impl Action {
         }
     }
 
+    /// What `for:` does at its end, as the timeline and `--dry-run` say it: the undoing action,
+    /// and for a partition the healing of that partition alone (`heal: all` would heal every
+    /// other partition too, and the driver does not).
+    pub fn undo_text(&self) -> Option<String> {
+        match self {
+            Action::Partition(p) if p.oneway => Some(format!("heal only {} -> {}", p.a, p.b)),
+            Action::Partition(p) => Some(format!("heal only [{}, {}]", p.a, p.b)),
+            a => a.undo().map(|u| u.to_string()),
+        }
+    }
+
     /// The targets the action names.
     pub fn targets(&self) -> Vec<&Target> {
         match self {
@@ -564,6 +575,9 @@ pub enum Invariant {
     Unschedulable(Unschedulable),
     /// Never two candidates acting as leader at once, over the whole run.
     SingleLeader(SingleLeader),
+    /// No candidate acts as leader while the Lease does not name it or has expired (beyond a
+    /// tolerance), over the whole run: a fencing bug, visible with one replica.
+    ValidLeaseWhileLeading(ValidLeaseWhileLeading),
     /// Within D of the anchor the Deployment has all replicas available: its status says so and its Ready pods confirm it.
     Available(Available),
 }
@@ -613,6 +627,19 @@ pub struct SingleLeader {
     pub lease: LeaseRef,
 }
 
+/// `valid-lease-while-leading: {lease, tolerance}`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ValidLeaseWhileLeading {
+    /// `NAMESPACE/NAME` of the Lease.
+    #[schemars(with = "LeaseText")]
+    pub lease: LeaseRef,
+    /// How long a leader may go on after its Lease stopped naming it or expired by its own
+    /// `renewTime` + `leaseDurationSeconds` (the observer's lag, clock skew); default 2s.
+    #[schemars(with = "Option<DurationText>")]
+    pub tolerance: Duration,
+}
+
 /// `available: {deployment, within, after}`.
 #[derive(Clone, Debug, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -649,6 +676,7 @@ impl Invariant {
             Invariant::Schedulable(_) => "schedulable",
             Invariant::Unschedulable(_) => "unschedulable",
             Invariant::SingleLeader(_) => "single-leader",
+            Invariant::ValidLeaseWhileLeading(_) => "valid-lease-while-leading",
             Invariant::Available(_) => "available",
         }
     }
@@ -659,7 +687,7 @@ impl Invariant {
             Invariant::LeaderReacquired(i) => i.after.as_deref(),
             Invariant::Schedulable(i) => i.after.as_deref(),
             Invariant::Unschedulable(i) => i.after.as_deref(),
-            Invariant::SingleLeader(_) => None,
+            Invariant::SingleLeader(_) | Invariant::ValidLeaseWhileLeading(_) => None,
             Invariant::Available(i) => i.after.as_deref(),
         }
     }
@@ -670,6 +698,7 @@ impl Invariant {
             Invariant::Schedulable(_) | Invariant::Unschedulable(_) => true,
             Invariant::LeaderReacquired(_)
             | Invariant::SingleLeader(_)
+            | Invariant::ValidLeaseWhileLeading(_)
             | Invariant::Available(_) => false,
         }
     }
@@ -680,7 +709,7 @@ impl Invariant {
             Invariant::LeaderReacquired(i) => i.within,
             Invariant::Schedulable(i) => i.within,
             Invariant::Unschedulable(i) => i.for_,
-            Invariant::SingleLeader(_) => Duration::ZERO,
+            Invariant::SingleLeader(_) | Invariant::ValidLeaseWhileLeading(_) => Duration::ZERO,
             Invariant::Available(i) => i.within,
         }
     }
@@ -692,6 +721,9 @@ impl Invariant {
             Invariant::Schedulable(_) => "schedulable".into(),
             Invariant::Unschedulable(_) => "unschedulable".into(),
             Invariant::SingleLeader(i) => format!("single-leader {}", i.lease),
+            Invariant::ValidLeaseWhileLeading(i) => {
+                format!("valid-lease-while-leading {}", i.lease)
+            }
             Invariant::Available(i) => format!("available {}", i.deployment),
         }
     }

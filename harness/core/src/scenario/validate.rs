@@ -146,6 +146,7 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
         let lease = match &inv.value {
             Invariant::LeaderReacquired(i) => Some(&i.lease),
             Invariant::SingleLeader(i) => Some(&i.lease),
+            Invariant::ValidLeaseWhileLeading(i) => Some(&i.lease),
             _ => None,
         };
         if let Some(lease) = lease {

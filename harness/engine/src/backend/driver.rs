@@ -269,7 +269,7 @@ impl<W: World> Driver<W> {
             PlannedKind::Undo { step } => {
                 let f = &s.faults[*step];
                 let detail = self.undo(s, *step, &f.action, now);
-                let undo = f.action.undo().map(|a| a.to_string()).unwrap_or_default();
+                let undo = f.action.undo_text().unwrap_or_default();
                 self.recorder.record(EventKind::FaultApplied {
                     step: *step,
                     id: f.id.clone(),

@@ -15,7 +15,7 @@ pub(crate) mod realtime;
 pub mod sim;
 
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::{Action, Invariant, Pos, Scenario, Target};
+use kubechaos_core::scenario::{Action, Invariant, Pos, ProcessOp, Scenario, Target};
 
 /// Why a backend could not run a scenario.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +67,58 @@ pub enum EnvironmentError {
 impl From<kube::error::KubeError> for BackendError {
     fn from(e: kube::error::KubeError) -> Self {
         BackendError::Environment(e.into())
+    }
+}
+
+/// How a world kubechaos builds (sim, local) carries out a fault that is not an API call, and
+/// what undoes it, for `--dry-run`: `stop`, `kill` and `cut` say what its primitives do there.
+pub(crate) struct Means {
+    /// A graceful stop of a process.
+    pub(crate) stop: &'static str,
+    /// A kill (no graceful shutdown).
+    pub(crate) kill: &'static str,
+    /// What a partition does to a link.
+    pub(crate) cut: &'static str,
+}
+
+impl Means {
+    /// `(how, undone by)` of a world-level fault.
+    pub(crate) fn describe(&self, action: &Action) -> (String, String) {
+        let (stop, kill, cut) = (self.stop, self.kill, self.cut);
+        let process = |name: &str, op: ProcessOp| match op {
+            ProcessOp::Stop => (format!("{stop} {name}"), format!("start {name} again")),
+            ProcessOp::Crash => (format!("{kill} {name}"), format!("start {name} again")),
+            ProcessOp::Start => (
+                format!("start {name} where it was stopped"),
+                "nothing".into(),
+            ),
+            ProcessOp::Restart => (format!("{stop} {name}, then start it"), "nothing".into()),
+        };
+        match action {
+            Action::ApiServer(op) => process("the API server", *op),
+            Action::Etcd(op) => process("etcd", *op),
+            Action::Partition(p) => (
+                if p.oneway {
+                    format!("{cut} from {} to {} (one way)", p.a, p.b)
+                } else {
+                    format!("{cut} between {} and {} (both ways)", p.a, p.b)
+                },
+                "the link passes again (`for:` heals this partition only)".into(),
+            ),
+            Action::Heal(_) => ("every link passes again".into(), "nothing".into()),
+            Action::Kill(t) => (
+                format!("{kill} {t} (a self-hosted component: its pods' containers; a node: its heartbeats and pods)"),
+                "its supervisor (or its node) restarts it after the kubelet's back-off".into(),
+            ),
+            Action::Remove(t) => (
+                format!("{kill} {t} and hold it down"),
+                format!("start {t} again"),
+            ),
+            Action::Start(t) => (format!("start {t} where it was held down"), "nothing".into()),
+            Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) => {
+                ("through the API".into(), "—".into())
+            }
+        }
     }
 }
 

@@ -103,64 +103,6 @@ pub fn guard(context: &str, allow: &[String]) -> Result<(), KubeError> {
     }
 }
 
-/// The plan as it would be carried out with `provider`, touching nothing (`--dry-run`).
-pub fn dry_run(s: &Scenario, plan: &Plan, provider: Provider) -> String {
-    let mut out = String::new();
-    for a in &plan.actions {
-        let at = fmt_ms(a.at.as_millis() as u64);
-        match &a.kind {
-            kubechaos_core::plan::PlannedKind::Fault { step } => {
-                let action = &s.faults[*step].action;
-                let (how, undo) = match action {
-                    Action::DeletePods(d) => (
-                        format!(
-                            "DELETE the pods in {} matching `{}`, wait until they are gone",
-                            d.namespace, d.selector
-                        ),
-                        "nothing: their controllers replace them".to_owned(),
-                    ),
-                    Action::Recover(r) => (
-                        format!(
-                            "read {}, CREATE a pod from its template bound to {}",
-                            r.pod_from, r.node
-                        ),
-                        if r.cleanup {
-                            "its cleanup deletes it once the workload's pods are Ready".to_owned()
-                        } else {
-                            "nothing: it is left running (the run says so)".to_owned()
-                        },
-                    ),
-                    Action::Bind(b) => (
-                        format!("POST a Binding of {} to {}", b.pod, b.node),
-                        "nothing".to_owned(),
-                    ),
-                    other => machine::describe(provider, other).unwrap_or_else(|| {
-                        (format!("the {} provider", provider.name()), "—".to_owned())
-                    }),
-                };
-                let via = if action.is_api_level() {
-                    "via the API".to_owned()
-                } else {
-                    format!("via {}", provider.name())
-                };
-                out.push_str(&format!(
-                    "{at:>9}  {action}\n           {via}: {how}\n           undone by: {undo}\n"
-                ));
-            }
-            kubechaos_core::plan::PlannedKind::Undo { step } => {
-                out.push_str(&format!("{at:>9}  undo `{}`\n", s.faults[*step].action));
-            }
-            kubechaos_core::plan::PlannedKind::Probe { invariant } => {
-                out.push_str(&format!(
-                    "{at:>9}  CREATE probe pod {PROBE_NAMESPACE}/probe-{invariant} for `{}` (deleted at the end)\n",
-                    s.expect[*invariant].value.label()
-                ));
-            }
-        }
-    }
-    out
-}
-
 /// The world of an existing cluster: the API, and the machines if the provider reaches them.
 pub(crate) struct KubeWorld {
     time: RealTime,
@@ -558,6 +500,16 @@ impl Backend for Kube {
 
     fn recorder(&mut self) -> Recorder {
         realtime::recorder(&mut self.zero)
+    }
+
+    fn via(&self) -> String {
+        self.target.provider.name().to_owned()
+    }
+
+    fn describe(&self, action: &Action) -> (String, String) {
+        let provider = self.target.provider;
+        machine::describe(provider, action)
+            .unwrap_or_else(|| (format!("the {} provider", provider.name()), "—".to_owned()))
     }
 
     fn start(

@@ -19,7 +19,7 @@ use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::{BackendError, EnvironmentError};
 use crate::observer::{Command, Observer};
 use crate::run::{Backend, Ready};
-use kubechaos_core::events::{identity_process, EventKind, Recorder};
+use kubechaos_core::events::{identity_process, read_report, EventKind, Recorder, Report};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{LeaseRef, Pos, Scenario};
@@ -60,17 +60,18 @@ impl Hooks for RecorderHooks {
     fn line(&self, process: &str, incarnation: u32, line: &str) {
         let identity = || format!("{process}_{incarnation}");
         if line.starts_with('{') {
-            match serde_json::from_str::<EventKind>(line) {
-                Ok(e @ (EventKind::LeadingStarted { .. } | EventKind::LeadingStopped { .. })) => {
-                    self.0.record(e)
-                }
-                Ok(EventKind::ProcessNote { message, .. }) => {
-                    self.0.record(EventKind::ProcessNote {
-                        process: process.to_owned(),
-                        message,
-                    })
-                }
-                _ => {}
+            match read_report(line) {
+                Report::Leadership(e) => self.0.record(e),
+                Report::Note(message) => self.0.record(EventKind::ProcessNote {
+                    process: process.to_owned(),
+                    message,
+                }),
+                Report::Rejected(error) => self.0.record(EventKind::ReportRejected {
+                    process: process.to_owned(),
+                    error,
+                    line: line.chars().take(300).collect(),
+                }),
+                Report::NotAReport => {}
             }
         } else if line.contains("\"Successfully acquired lease\"") {
             if let Some(lock) = klog_lock(line) {
@@ -231,11 +232,26 @@ impl Backend for Local {
     }
 
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
-        crate::backend::built_cluster_check(s, "local")
+        let mut problems = crate::backend::built_cluster_check(s, "local");
+        problems.extend(missing_programs(s));
+        problems
     }
 
     fn recorder(&mut self) -> Recorder {
         realtime::recorder(&mut self.zero)
+    }
+
+    fn via(&self) -> String {
+        "the local processes and proxies".into()
+    }
+
+    fn describe(&self, action: &kubechaos_core::scenario::Action) -> (String, String) {
+        crate::backend::Means {
+            stop: "SIGTERM the process group of",
+            kill: "SIGKILL the process group of",
+            cut: "the proxy on the link holds every byte (connections stay open, nothing passes)",
+        }
+        .describe(action)
     }
 
     /// Everything started is stopped if this fails, and after the run whatever happens (a panic
@@ -335,4 +351,41 @@ impl Backend for Local {
             }
         ))
     }
+}
+
+/// The `command` agents whose program is not there to run: a path (with a `/`) names a file
+/// from the directory kubechaos runs in, a bare name one on `PATH`; either must be an executable
+/// file. Found before the run, not when its processes fail to start.
+fn missing_programs(s: &Scenario) -> Vec<(Pos, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let mut problems = Vec::new();
+    for a in &s.cluster.agents {
+        let Some(program) = a.command.as_ref().and_then(|c| c.first()) else {
+            continue;
+        };
+        let found = if program.contains('/') {
+            runnable(std::path::Path::new(program))
+        } else {
+            std::env::var_os("PATH").is_some_and(|path| {
+                std::env::split_paths(&path).any(|dir| runnable(&dir.join(program)))
+            })
+        };
+        if !found {
+            let cwd = std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|_| ".".into());
+            problems.push((
+                a.pos,
+                if program.contains('/') {
+                    format!("agent `{}`: `{program}` is not an executable file (from {cwd}); expected the path of a program to run, from the directory kubechaos runs in, or a name on PATH", a.name)
+                } else {
+                    format!("agent `{}`: no executable `{program}` on PATH; expected the path of a program to run (with a `/`, from the directory kubechaos runs in) or a name on PATH", a.name)
+                },
+            ));
+        }
+    }
+    problems
 }

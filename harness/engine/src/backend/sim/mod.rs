@@ -243,6 +243,19 @@ impl Backend for Sim {
         problems
     }
 
+    fn via(&self) -> String {
+        "the simulation".into()
+    }
+
+    fn describe(&self, action: &kubechaos_core::scenario::Action) -> (String, String) {
+        crate::backend::Means {
+            stop: "crash the turmoil host of",
+            kill: "crash the turmoil host of",
+            cut: "turmoil drops the simulated link's messages",
+        }
+        .describe(action)
+    }
+
     fn recorder(&mut self) -> Recorder {
         // A run of its own: fresh clocks.
         self.now_ms = Arc::default();

@@ -1,0 +1,302 @@
+//! `valid-lease-while-leading: {lease, tolerance}`: no candidate acts as leader while the Lease
+//! does not name it, or has expired by its own `renewTime` + `leaseDurationSeconds`, for longer
+//! than `tolerance`. A leader that goes on acting on a lease it lost is the fencing bug that a
+//! single replica shows: `single-leader` cannot see it, since nobody else leads.
+//!
+//! The evidence: the candidates' leadership reports (a term runs from `leading-started` to
+//! `leading-stopped` or the process's exit) against the Lease as the observer saw it. The
+//! tolerance covers the observer's lag and the candidates' own renew deadlines.
+
+use super::{Timeline, Watch};
+use crate::events::{fmt_ms, identity_process, EventKind};
+use crate::scenario::duration::human;
+use crate::scenario::ValidLeaseWhileLeading;
+
+/// Judged over the whole run.
+pub(super) const WATCH: Watch = Watch::WholeRun;
+
+/// The Lease as last observed.
+#[derive(Default)]
+struct Seen {
+    holder: Option<String>,
+    /// When the observed holder last changed.
+    holder_since: u64,
+    /// `renewTime` + `leaseDurationSeconds`, when both are known.
+    valid_until: Option<u64>,
+    renew_ms: Option<u64>,
+    duration_ms: Option<u64>,
+}
+
+/// Whether a holder identity names the candidate that reports `identity`: the same identity, or
+/// the same process (upstream components write `HOSTNAME_UUID`, their reports say
+/// `PROCESS_INCARNATION`; a restarted process's earlier term ended with its exit).
+fn names(holder: &str, identity: &str) -> bool {
+    holder == identity || identity_process(holder) == identity_process(identity)
+}
+
+/// When the term of `identity` (leading since `since`) stops being justified by the Lease, and
+/// why (`u64::MAX` while the Lease names it and no expiry is known).
+fn unjustified_from(seen: &Seen, identity: &str, since: u64) -> (u64, String) {
+    match &seen.holder {
+        // A term that began after the Lease seen last had expired (the observer has not seen its
+        // new renewal yet) is judged from its start: the tolerance covers that lag too.
+        Some(h) if names(h, identity) => match seen.valid_until {
+            Some(until) => (
+                until.max(since),
+                format!(
+                    "the Lease had expired at {} (renewed at {} for {})",
+                    fmt_ms(until),
+                    fmt_ms(seen.renew_ms.unwrap_or(0)),
+                    fmt_ms(seen.duration_ms.unwrap_or(0))
+                ),
+            ),
+            None => (u64::MAX, String::new()),
+        },
+        Some(h) => (
+            seen.holder_since.max(since),
+            format!(
+                "the Lease named {} (since {})",
+                identity_process(h),
+                fmt_ms(seen.holder_since)
+            ),
+        ),
+        None => (
+            seen.holder_since.max(since),
+            format!(
+                "the Lease named nobody (since {})",
+                fmt_ms(seen.holder_since)
+            ),
+        ),
+    }
+}
+
+/// The verdict, its text, and when leading beyond the tolerance began and ended.
+pub(super) fn judge(
+    tl: &Timeline<'_>,
+    i: &ValidLeaseWhileLeading,
+) -> (bool, String, Option<(u64, u64)>) {
+    let name = i.lease.to_string();
+    let tolerance = i.tolerance.as_millis() as u64;
+    let mut seen = Seen::default();
+    // Open terms: identity -> when it started leading.
+    let mut open: Vec<(String, u64)> = Vec::new();
+    let mut terms = 0usize;
+    // The first term found leading beyond the tolerance: who, why, and the event index it was
+    // found at (its end is looked for from there).
+    let violation = |seen: &Seen, open: &[(String, u64)], now: u64| {
+        open.iter().find_map(|(identity, since)| {
+            let (from, why) = unjustified_from(seen, identity, *since);
+            (from != u64::MAX && from.saturating_add(tolerance) < now)
+                .then(|| (identity.clone(), from.saturating_add(tolerance), why))
+        })
+    };
+    let mut found = None;
+    for (n, e) in tl.events.iter().enumerate() {
+        // What was open up to this moment, against the Lease as it was seen until now.
+        if let Some(v) = violation(&seen, &open, e.t_ms) {
+            found = Some((v, n));
+            break;
+        }
+        match &e.kind {
+            EventKind::LeaseObserved {
+                lease,
+                holder,
+                renew_ms,
+                duration_ms,
+                ..
+            } if *lease == name => {
+                if *holder != seen.holder {
+                    seen.holder_since = e.t_ms;
+                }
+                seen.holder = holder.clone();
+                seen.renew_ms = *renew_ms;
+                seen.duration_ms = *duration_ms;
+                seen.valid_until = renew_ms.zip(*duration_ms).map(|(r, d)| r + d);
+            }
+            EventKind::LeadingStarted { lease, identity } if *lease == name => {
+                open.retain(|(id, _)| id != identity);
+                open.push((identity.clone(), e.t_ms));
+                terms += 1;
+            }
+            EventKind::LeadingStopped {
+                lease, identity, ..
+            } if *lease == name => open.retain(|(id, _)| id != identity),
+            EventKind::ProcessExited { process, .. } => {
+                open.retain(|(id, _)| identity_process(id) != process)
+            }
+            _ => {}
+        }
+    }
+    if found.is_none() {
+        found = violation(&seen, &open, tl.end_ms).map(|v| (v, tl.events.len()));
+    }
+    let Some(((identity, beyond, why), n)) = found else {
+        return (
+            true,
+            format!(
+                "every leader's Lease named it and was unexpired while it led, within {} ({terms} leadership term{} observed)",
+                human(i.tolerance),
+                if terms == 1 { "" } else { "s" }
+            ),
+            None,
+        );
+    };
+    // How long it went on: until it stopped leading or its process ended, or the run did.
+    let ended = tl.events[n..].iter().find_map(|e| match &e.kind {
+        EventKind::LeadingStopped {
+            lease,
+            identity: id,
+            ..
+        } if *lease == name && *id == identity => Some(e.t_ms),
+        EventKind::ProcessExited { process, .. } if process == identity_process(&identity) => {
+            Some(e.t_ms)
+        }
+        _ => None,
+    });
+    let until = match ended {
+        Some(t) => format!("it stopped leading at {}", fmt_ms(t)),
+        None => format!("it still led when the run ended at {}", fmt_ms(tl.end_ms)),
+    };
+    (
+        false,
+        format!(
+            "{identity} acted as leader of {name} while {why}: still leading at {}, beyond the tolerance of {}; {until}",
+            fmt_ms(beyond),
+            human(i.tolerance)
+        ),
+        Some((beyond, ended.unwrap_or(tl.end_ms))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Event;
+    use crate::scenario::LeaseRef;
+
+    fn ev(t_ms: u64, kind: EventKind) -> Event {
+        Event { t_ms, kind }
+    }
+    fn lease(t_ms: u64, holder: Option<&str>, renew_ms: u64) -> Event {
+        ev(
+            t_ms,
+            EventKind::LeaseObserved {
+                lease: "default/lock".into(),
+                holder: holder.map(str::to_owned),
+                renew_ms: Some(renew_ms),
+                transitions: 0,
+                duration_ms: Some(15_000),
+            },
+        )
+    }
+    fn started(t_ms: u64, identity: &str) -> Event {
+        ev(
+            t_ms,
+            EventKind::LeadingStarted {
+                lease: "default/lock".into(),
+                identity: identity.into(),
+            },
+        )
+    }
+    fn stopped(t_ms: u64, identity: &str) -> Event {
+        ev(
+            t_ms,
+            EventKind::LeadingStopped {
+                lease: "default/lock".into(),
+                identity: identity.into(),
+                reason: "lost".into(),
+            },
+        )
+    }
+    fn judged(events: &[Event]) -> (bool, String) {
+        let i = ValidLeaseWhileLeading {
+            lease: LeaseRef {
+                namespace: "default".into(),
+                name: "lock".into(),
+            },
+            tolerance: std::time::Duration::from_secs(2),
+        };
+        let (held, message, when) = judge(&Timeline::new(events), &i);
+        assert_eq!(held, when.is_none(), "a violation says when");
+        (held, message)
+    }
+
+    /// A leader that renews, and stops when it cannot, holds.
+    #[test]
+    fn a_leader_that_renews_and_stops_in_time_holds() {
+        let (held, message) = judged(&[
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            lease(10_000, Some("a-0_1"), 10_000),
+            // It cannot renew from 12s; its lease expires at 25s; it stops at 26s (in tolerance).
+            stopped(26_000, "a-0_1"),
+            ev(60_000, EventKind::RunEnded {}),
+        ]);
+        assert!(held, "{message}");
+    }
+
+    /// Leading on for two minutes on an expired lease is the fencing bug.
+    #[test]
+    fn leading_on_an_expired_lease_is_a_violation() {
+        let (held, message) = judged(&[
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            lease(10_000, Some("a-0_1"), 10_000),
+            ev(140_000, EventKind::RunEnded {}),
+        ]);
+        assert!(!held);
+        assert_eq!(
+            message,
+            "a-0_1 acted as leader of default/lock while the Lease had expired at 25.0s (renewed at 10.0s for 15.0s): still leading at 27.0s, beyond the tolerance of 2s; it still led when the run ended at 2m20.0s"
+        );
+    }
+
+    /// Leading on after another took the Lease is a violation, even without a second report.
+    #[test]
+    fn leading_on_after_another_took_the_lease_is_a_violation() {
+        let (held, message) = judged(&[
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            lease(10_000, Some("a-0_1"), 10_000),
+            lease(20_000, Some("a-0_1"), 20_000),
+            lease(30_000, Some("a-1_1"), 30_000),
+            stopped(40_000, "a-0_1"),
+        ]);
+        assert!(!held);
+        assert!(
+            message.starts_with("a-0_1 acted as leader of default/lock while the Lease named a-1 (since 30.0s): still leading at 32.0s, beyond the tolerance of 2s; it stopped leading at 40.0s"),
+            "{message}"
+        );
+    }
+
+    /// A leader that leads again after an outage, reported before the observer sees its new
+    /// renewal, is judged from its new term's start.
+    #[test]
+    fn a_new_term_is_judged_from_its_start() {
+        let (held, message) = judged(&[
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            lease(8_000, Some("a-0_1"), 8_000),
+            stopped(18_000, "a-0_1"),
+            started(52_600, "a-0_1"),
+            lease(52_600, Some("a-0_1"), 52_500),
+            lease(60_000, Some("a-0_1"), 60_000),
+            ev(70_000, EventKind::RunEnded {}),
+        ]);
+        assert!(held, "{message}");
+    }
+
+    /// Upstream components write `HOSTNAME_UUID` in the Lease and report `PROCESS_N`: the same
+    /// process is the same candidate. The observer's lag at the start is within tolerance.
+    #[test]
+    fn a_holder_is_matched_by_its_process_and_the_observers_lag_is_tolerated() {
+        let (held, message) = judged(&[
+            started(1_000, "kube-scheduler-0_1"),
+            lease(2_500, Some("kube-scheduler-0_5f1c"), 2_400),
+            lease(12_000, Some("kube-scheduler-0_5f1c"), 12_000),
+            lease(20_000, Some("kube-scheduler-0_5f1c"), 20_000),
+            ev(30_000, EventKind::RunEnded {}),
+        ]);
+        assert!(held, "{message}");
+    }
+}
