@@ -127,7 +127,8 @@ impl Failure {
                 KubeError::Client(_)
                 | KubeError::Api { .. }
                 | KubeError::Machine { .. }
-                | KubeError::Container { .. } => exit::ENVIRONMENT,
+                | KubeError::Container { .. }
+                | KubeError::Agents { .. } => exit::ENVIRONMENT,
             },
             Failure::Recover(RecoverError::Refused(_)) => exit::BAD_INPUT,
             Failure::Recover(RecoverError::Cluster { .. }) => exit::ENVIRONMENT,

@@ -897,8 +897,8 @@ fn the_format_reference_describes_every_key_of_the_schema() {
 }
 
 /// A `command` agent's program is checked before the run: one that is not there is exit 2 at the
-/// agent's position (not a run that dies at its start); a file only the local backend can run is
-/// valid, and `validate` says so.
+/// agent's position (not a run that dies at its start); a file the sim cannot run (its own program) is
+/// valid, and `validate` says which backends can.
 #[test]
 fn a_command_agent_whose_program_is_missing_is_refused_before_the_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -931,5 +931,57 @@ fn a_command_agent_whose_program_is_missing_is_refused_before_the_run() {
         .args(["validate", on_path.to_str().unwrap()])
         .assert()
         .code(0)
-        .stdout(predicate::str::contains("; runs on local)"));
+        .stdout(predicate::str::contains("; runs on local, kube)"));
+}
+
+/// On an existing cluster, agents run on this machine: their kills and their partitions from
+/// the API server are for every provider, the generic one included; a partition between an agent
+/// and anything but the API server is refused before the run, with the reason.
+#[test]
+fn agents_are_valid_on_an_existing_cluster_with_every_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, fault: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name: {name}\ncluster:\n  nodes: 1\n  agents: [{{name: a, replicas: 2, lease: default/a}}]\nfaults:\n  - {fault}\nexpect:\n  - single-leader: {{lease: default/a}}\nduration: 1m\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    for (name, fault) in [
+        (
+            "cut",
+            "{at: 5s, partition: [agent/a/leader, api-server], for: 10s}",
+        ),
+        ("kill", "{at: 5s, kill: agent/a/0}"),
+    ] {
+        let path = write(name, fault);
+        for provider in ["generic", "kind", "k3s"] {
+            kubechaos()
+                .args([
+                    "validate",
+                    path.to_str().unwrap(),
+                    "--backend",
+                    "kube",
+                    "--provider",
+                    provider,
+                ])
+                .assert()
+                .code(0);
+        }
+    }
+    let wrong = write(
+        "wrong",
+        "{at: 5s, partition: [agent/a/leader, node/node-0], for: 10s}",
+    );
+    kubechaos()
+        .args(["validate", wrong.to_str().unwrap(), "--backend", "kube", "--provider", "kind"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "wrong.yaml:6:5: `partition: [agent/a/leader, node/node-0]`: an agent reaches only the API server",
+        ));
 }

@@ -231,6 +231,111 @@ fn cluster_up_for_a_duration_stops_by_itself() {
     );
 }
 
+/// Agents on an existing cluster: kubechaos runs them on this machine with the cluster's
+/// credentials, each through its own proxy, so a partition cuts the leader off and the other
+/// replica takes over (exit 0); a `give-up` agent alone never leads again (exit 1, the verdict
+/// naming the lease and its last holder). What the run made (the agents' namespace and Lease,
+/// their processes and directory) is gone afterwards.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn agents_run_on_an_existing_cluster_through_their_own_proxies() {
+    let cluster = up(SMALL);
+    let dir = cluster.dir.clone();
+    let kubeconfig = dir.join("admin.kubeconfig");
+    let scenarios = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = scenarios.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, format!("name: {name}\n{text}")).unwrap();
+        path
+    };
+    let correct = write(
+        "kube-agents",
+        "cluster:
+  nodes: 2
+  agents: [{name: agent, replicas: 2, lease: kube-agents/agent-lock}]
+faults:
+  - {at: 10s, partition: [agent/agent/leader, api-server], for: 30s}
+  - {at: 50s, kill: agent/agent/leader}
+expect:
+  - leader-reacquired: {lease: kube-agents/agent-lock, within: 30s}
+  - single-leader: {lease: kube-agents/agent-lock}
+  - valid-lease-while-leading: {lease: kube-agents/agent-lock}
+duration: 1m25s
+",
+    );
+    let play = |file: &Path| {
+        let out = kubechaos()
+            .arg("scenario")
+            .arg(file)
+            .args(["--backend", "kube", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (code, text) = play(&correct);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("partition: [agent/agent/leader, api-server]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("PASS  single-leader kube-agents/agent-lock"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deleted the Lease kube-agents/agent-lock its agents made")
+            && text.contains("deleted the namespace kube-agents it made for its agents")
+            && text.contains("stopped 2 agent processes on this machine"),
+        "{text}"
+    );
+    let trap = write(
+        "kube-agent-gives-up",
+        "cluster:
+  nodes: 2
+  agents: [{name: agent, replicas: 1, lease: kube-trap/give-up-lock, mode: give-up}]
+faults:
+  - {at: 5s, partition: [agent/agent/leader, api-server], for: 25s}
+expect:
+  - leader-reacquired: {lease: kube-trap/give-up-lock, within: 20s}
+duration: 55s
+",
+    );
+    let (code, text) = play(&trap);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FAIL  leader-reacquired kube-trap/give-up-lock")
+            && text.contains("last holder agent-0_1"),
+        "{text}"
+    );
+    // Nothing of the runs is left: no agent process, no Lease, the namespace going or gone.
+    assert_eq!(wait_until_gone("kubechaos-agents-"), Vec::<String>::new());
+    let leases = kubectl(&dir, &["get", "leases", "-A", "-o", "name"]);
+    assert!(
+        !leases.contains("agent-lock") && !leases.contains("give-up-lock"),
+        "{leases}"
+    );
+    let ns = kubectl(
+        &dir,
+        &[
+            "get",
+            "namespace",
+            "kube-agents",
+            "--ignore-not-found",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+    );
+    assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
+}
+
 /// A control plane that cannot start says which process failed, how it exited and the last
 /// lines of its log (exit 3), and leaves nothing behind: no process, no run directory. The
 /// binaries are stand-ins in a cache of their own (etcd fails at once; the rest would run).

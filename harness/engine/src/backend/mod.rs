@@ -218,3 +218,40 @@ pub(crate) fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, Stri
     }
     problems
 }
+
+/// The `command` agents whose program is not there to run: a path (with a `/`) names a file
+/// from the directory kubechaos runs in, a bare name one on `PATH`; either must be an executable
+/// file. Found before the run, not when its processes fail to start.
+pub(crate) fn missing_programs(s: &Scenario) -> Vec<(Pos, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let mut problems = Vec::new();
+    for a in &s.cluster.agents {
+        let Some(program) = a.command.as_ref().and_then(|c| c.first()) else {
+            continue;
+        };
+        let found = if program.contains('/') {
+            runnable(std::path::Path::new(program))
+        } else {
+            std::env::var_os("PATH").is_some_and(|path| {
+                std::env::split_paths(&path).any(|dir| runnable(&dir.join(program)))
+            })
+        };
+        if !found {
+            let cwd = std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|_| ".".into());
+            problems.push((
+                a.pos,
+                if program.contains('/') {
+                    format!("agent `{}`: `{program}` is not an executable file (from {cwd}); expected the path of a program to run, from the directory kubechaos runs in, or a name on PATH", a.name)
+                } else {
+                    format!("agent `{}`: no executable `{program}` on PATH; expected the path of a program to run (with a `/`, from the directory kubechaos runs in) or a name on PATH", a.name)
+                },
+            ));
+        }
+    }
+    problems
+}

@@ -56,6 +56,12 @@ pub enum KubeError {
         /// What was restored afterwards.
         restored: String,
     },
+    /// The agents could not be started on this machine, or did not lead in time.
+    #[error("the agents could not start: {what}")]
+    Agents {
+        /// What went wrong.
+        what: String,
+    },
     /// `--provider k3s-container` in a build without the `testcontainers` feature.
     #[error("`--provider k3s-container` needs kubechaos built with the `testcontainers` feature: cargo run --features testcontainers -- scenario ...")]
     NoTestcontainers,

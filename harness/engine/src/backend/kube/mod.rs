@@ -38,12 +38,14 @@ use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selector, Target};
 
+mod agents;
 #[cfg(feature = "testcontainers")]
 pub(crate) mod container;
 pub mod error;
 pub(crate) mod machine;
 pub(crate) mod provider;
 
+use agents::Agents;
 use error::KubeError;
 use machine::{Docker, Machines, NodeMachine};
 pub use provider::Provider;
@@ -115,9 +117,35 @@ pub(crate) struct KubeWorld {
     incarnations: BTreeMap<String, u32>,
     /// Set when a machine command failed: the run stops (its verdicts would mean nothing).
     failed: Arc<AtomicBool>,
+    /// The agents, processes on this machine.
+    agents: Option<Agents>,
+    /// Agents that could not be started, and why.
+    agent_failed: BTreeMap<String, crate::backend::local::error::LocalError>,
 }
 
 impl KubeWorld {
+    /// The agents, if `name` is one of them.
+    fn agent(&mut self, name: &str) -> Option<&mut Agents> {
+        self.agents.as_mut().filter(|a| a.has(name))
+    }
+
+    /// Cut or heal a link: an agent's through its proxy, the rest on the machines.
+    fn link(&mut self, from: &str, to: &str, cut: bool) {
+        use crate::backend::driver::API_SERVER;
+        match &self.agents {
+            Some(a) if a.has(from) && to == API_SERVER => a.link(from, true, cut),
+            Some(a) if a.has(to) && from == API_SERVER => a.link(to, false, cut),
+            _ => {
+                if cut {
+                    self.machines().cut(from, to);
+                } else {
+                    self.machines().mend(from, to);
+                }
+                self.after();
+            }
+        }
+    }
+
     fn machines(&mut self) -> &mut Machines {
         self.machines
             .as_mut()
@@ -145,24 +173,43 @@ impl World for KubeWorld {
         &mut self.time
     }
     fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+        if let Some(a) = self.agent(name) {
+            a.stop(name, graceful);
+            return;
+        }
         self.machines().stop(name, graceful, hold);
         self.after();
     }
     fn start(&mut self, name: &str) {
+        let rt = self.rt.clone();
+        if let Some(a) = self.agent(name) {
+            // Started from this thread (their parent-death signal follows it), with the runtime
+            // entered so that their output pumps run on its workers.
+            let _runtime = rt.enter();
+            if let Err(e) = a.start(name) {
+                self.agent_failed.insert(name.to_owned(), e);
+            }
+            return;
+        }
         self.machines().start(name);
         self.after();
         self.started(name);
     }
-    fn exited(&mut self, _: &str) -> Option<Exit> {
-        None
+    fn exited(&mut self, name: &str) -> Option<Exit> {
+        if let Some(e) = self.agent_failed.remove(name) {
+            return Some(Exit::Unrecorded(format!(
+                "could not start: {}",
+                kubechaos_core::error::chain(&e)
+            )));
+        }
+        // The machines' processes are their kubelets' to restart: only agents end here.
+        self.agent(name)?.exited(name).map(Exit::Unrecorded)
     }
     fn cut(&mut self, from: &str, to: &str) {
-        self.machines().cut(from, to);
-        self.after();
+        self.link(from, to, true);
     }
     fn mend(&mut self, from: &str, to: &str) {
-        self.machines().mend(from, to);
-        self.after();
+        self.link(from, to, false);
     }
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
         let client = self.client.clone();
@@ -328,6 +375,8 @@ pub struct Kube {
     zero: Arc<std::sync::OnceLock<Instant>>,
     /// Whether the run made the probe pods' namespace (and deletes it at the end).
     created_namespace: bool,
+    /// The agents' lease namespaces and Leases the run made (deleted at its end).
+    created: (Vec<String>, Vec<LeaseRef>),
     /// `--provider k3s-container`: the container started for the run, removed at its end.
     #[cfg(feature = "testcontainers")]
     container: Option<container::K3sContainer>,
@@ -341,6 +390,7 @@ impl Kube {
             rt: None,
             zero: Arc::default(),
             created_namespace: false,
+            created: Default::default(),
             #[cfg(feature = "testcontainers")]
             container: None,
         }
@@ -443,11 +493,67 @@ impl Kube {
                 "create the namespace {PROBE_NAMESPACE} for probe pods"
             )))?;
 
+        // The agents: processes on this machine, running from before time zero, once their
+        // leases' namespaces exist; what the run makes of those (namespaces, Leases) it deletes.
+        let hooks = Arc::new(crate::backend::local::run::RecorderHooks(recorder.clone()));
+        let mut agents = rt.block_on(Agents::prepare(s, target, hooks))?;
+        if let Some(a) = agents.as_mut() {
+            let (namespaces, leases) = rt
+                .block_on(own_leases(&client, s))
+                .map_err(api("read or create the agents' lease namespaces"))?;
+            self.created = (namespaces, leases);
+            progress.say(&format!(
+                "starting {} agent process(es) on this machine, each through its own proxy to the API server",
+                a.processes().len()
+            ));
+            for name in a.processes() {
+                a.start(&name).map_err(|e| KubeError::Agents {
+                    what: format!("cannot start {name}: {}", kubechaos_core::error::chain(&e)),
+                })?;
+            }
+            let leases: Vec<LeaseRef> = s.cluster.agents.iter().map(|g| g.lease.clone()).collect();
+            let held = rt.block_on(async {
+                let deadline = Instant::now() + AGENTS_READY;
+                loop {
+                    let mut missing = Vec::new();
+                    for l in &leases {
+                        if !crate::kubeclient::lease_holder(&client, l)
+                            .await
+                            .is_ok_and(|h| h.is_some())
+                        {
+                            missing.push(l.to_string());
+                        }
+                    }
+                    if missing.is_empty() {
+                        return Ok(());
+                    }
+                    if Instant::now() > deadline {
+                        return Err(missing);
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            });
+            if let Err(missing) = held {
+                let stopped = rt.block_on(agents.take().expect("agents").down());
+                let restored = rt.block_on(restore(&client, false, &self.created));
+                return Err(KubeError::Agents {
+                    what: format!(
+                        "no agent took lease {} within {}s; {stopped}; {restored}",
+                        missing.join(", "),
+                        AGENTS_READY.as_secs()
+                    ),
+                }
+                .into());
+            }
+        }
+
         let interrupt = Interrupt::listen(rt);
         let zero = Instant::now();
         let _ = self.zero.set(zero);
         let (tx, rx) = mpsc::unbounded_channel();
-        let processes = machines.as_ref().map(|m| m.processes()).unwrap_or_default();
+        let mut processes = machines.as_ref().map(|m| m.processes()).unwrap_or_default();
+        let machine_processes = processes.clone();
+        processes.extend(agents.iter().flat_map(|a| a.processes()));
         let holder_names = machines
             .as_ref()
             .map(|m| {
@@ -478,9 +584,12 @@ impl Kube {
             machines,
             recorder: recorder.clone(),
             incarnations: BTreeMap::new(),
+            agents,
+            agent_failed: BTreeMap::new(),
         };
-        // The machines' processes run from time zero (the observer sees their leases, not them).
-        for p in &processes {
+        // The machines' processes run from time zero (the observer sees their leases, not them);
+        // the agents said their own starts.
+        for p in &machine_processes {
             world.started(p);
         }
         Ok(Ready { world, processes })
@@ -495,7 +604,10 @@ impl Backend for Kube {
     }
 
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
-        check(s, self.target.provider)
+        // Agents run on this machine: their programs must be here.
+        let mut problems = check(s, self.target.provider);
+        problems.extend(crate::backend::missing_programs(s));
+        problems
     }
 
     fn recorder(&mut self) -> Recorder {
@@ -507,6 +619,19 @@ impl Backend for Kube {
     }
 
     fn describe(&self, action: &Action) -> (String, String) {
+        // Agents are processes on this machine, whatever the provider.
+        if action
+            .targets()
+            .iter()
+            .any(|t| matches!(t, Target::Agent(..)))
+        {
+            return crate::backend::Means {
+                stop: "SIGTERM the agent process on this machine:",
+                kill: "SIGKILL the agent process on this machine:",
+                cut: "kubechaos's proxy holds every byte",
+            }
+            .describe(action);
+        }
         let provider = self.target.provider;
         machine::describe(provider, action)
             .unwrap_or_else(|| (format!("the {} provider", provider.name()), "—".to_owned()))
@@ -544,6 +669,7 @@ impl Backend for Kube {
             client,
             observer,
             mut machines,
+            agents,
             ..
         } = world;
         observer.abort();
@@ -552,8 +678,12 @@ impl Backend for Kube {
         let handle = rt.handle().clone();
         let _runtime = handle.enter();
 
-        // Leave the cluster as it was found: the machines first, then what the API holds.
+        // Leave the cluster as it was found: the agents and the machines first, then what the
+        // API holds.
         let mut restored = Vec::new();
+        if let Some(a) = agents {
+            restored.push(rt.block_on(a.down()));
+        }
         let mut errors = Vec::new();
         if let Some(m) = machines.as_mut() {
             let was_down = m.api_server_down();
@@ -581,7 +711,7 @@ impl Backend for Kube {
                 }
             }
         }
-        restored.push(rt.block_on(restore(&client, self.created_namespace)));
+        restored.push(rt.block_on(restore(&client, self.created_namespace, &self.created)));
         let restored = format!("restored: {}", restored.join("; "));
         progress.say(&restored);
         self.rt = Some(rt);
@@ -601,9 +731,47 @@ impl Backend for Kube {
     }
 }
 
-/// Delete what the run created (probe pods; the namespace if it made it) and say what was
-/// restored and what was left.
-async fn restore(client: &kube::Client, created_namespace: bool) -> String {
+/// How long the agents get to take their leases before time zero.
+const AGENTS_READY: Duration = Duration::from_secs(60);
+
+/// The agents' lease namespaces the run makes (those missing), and their Leases that do not
+/// exist yet (the run's agents make them): what the run deletes at its end.
+async fn own_leases(
+    client: &kube::Client,
+    s: &Scenario,
+) -> Result<(Vec<String>, Vec<LeaseRef>), kube::Error> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let mut namespaces = Vec::new();
+    let mut leases = Vec::new();
+    let ns_api = Api::<Namespace>::all(client.clone());
+    for g in &s.cluster.agents {
+        let ns = &g.lease.namespace;
+        if !namespaces.contains(ns) && ns_api.get_opt(ns).await?.is_none() {
+            let obj: Namespace = serde_json::from_value(
+                json!({"metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}}}),
+            )
+            .expect("namespace");
+            ns_api.create(&PostParams::default(), &obj).await?;
+            namespaces.push(ns.clone());
+        }
+        if Api::<Lease>::namespaced(client.clone(), ns)
+            .get_opt(&g.lease.name)
+            .await?
+            .is_none()
+        {
+            leases.push(g.lease.clone());
+        }
+    }
+    Ok((namespaces, leases))
+}
+
+/// Delete what the run created (probe pods; the namespace if it made it; the agents' Leases and
+/// namespaces it made) and say what was restored and what was left.
+async fn restore(
+    client: &kube::Client,
+    created_namespace: bool,
+    (namespaces, leases): &(Vec<String>, Vec<LeaseRef>),
+) -> String {
     let pods = Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE);
     let managed = ListParams::default().labels("app.kubernetes.io/managed-by=kubechaos");
     let mut said = Vec::new();
@@ -636,6 +804,26 @@ async fn restore(client: &kube::Client, created_namespace: bool) -> String {
             Err(e) => said.push(format!(
                 "could not delete the namespace {PROBE_NAMESPACE}: {e}"
             )),
+        }
+    }
+    for l in leases {
+        let api = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            client.clone(),
+            &l.namespace,
+        );
+        match api.delete(&l.name, &DeleteParams::default()).await {
+            Ok(_) => said.push(format!("deleted the Lease {l} its agents made")),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => said.push(format!("could not delete the Lease {l}: {e}")),
+        }
+    }
+    for ns in namespaces {
+        match Api::<Namespace>::all(client.clone())
+            .delete(ns, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => said.push(format!("deleted the namespace {ns} it made for its agents")),
+            Err(e) => said.push(format!("could not delete the namespace {ns}: {e}")),
         }
     }
     // Recovery pods of steps without cleanup stay: the recovered cluster may need them.

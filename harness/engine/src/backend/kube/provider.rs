@@ -104,6 +104,7 @@ impl Provider {
     pub(crate) fn can(self) -> Vec<&'static str> {
         let mut out = vec![
             "delete-pods, recover, bind (and the probe pods of schedulable/unschedulable): through the API",
+            "kill, remove, start of agent/NAME[/N|/leader], and partitions between an agent and api-server (agents run on this machine, through kubechaos's own proxy)",
         ];
         match self {
             Provider::Kind => out.extend([
@@ -129,10 +130,22 @@ impl Provider {
             Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) | Action::Heal(_) => None,
             Action::ApiServer(_) => self.refusal_on(&Target::ApiServer, false),
             Action::Etcd(_) => self.refusal_on(&Target::Etcd, false),
+            // Agents are processes on this machine, whatever the provider.
+            Action::Kill(Target::Agent(..))
+            | Action::Remove(Target::Agent(..))
+            | Action::Start(Target::Agent(..)) => None,
             Action::Kill(t) | Action::Remove(t) | Action::Start(t) => self.refusal_on(t, false),
-            Action::Partition(p) => [&p.a, &p.b]
-                .into_iter()
-                .find_map(|t| self.refusal_on(t, true)),
+            Action::Partition(p) => match (&p.a, &p.b) {
+                (Target::Agent(..), Target::ApiServer) | (Target::ApiServer, Target::Agent(..)) => {
+                    None
+                }
+                (Target::Agent(..), _) | (_, Target::Agent(..)) => Some(
+                    "an agent reaches only the API server, through kubechaos's proxy: a partition with an agent is between it and `api-server`".to_owned(),
+                ),
+                _ => [&p.a, &p.b]
+                    .into_iter()
+                    .find_map(|t| self.refusal_on(t, true)),
+            },
         }
     }
 
@@ -144,9 +157,7 @@ impl Provider {
                 "it needs the machine the cluster runs on, and the generic provider has only the API"
                     .to_owned(),
             ),
-            (_, Target::Agent(..)) => {
-                Some("kubechaos does not start agents on an existing cluster".to_owned())
-            }
+            (_, Target::Agent(..)) => None,
             (Provider::Kind, Target::Component(c, _)) if partition => Some(format!(
                 "on kind, {} shares its node container's network with every other component of that node, so a partition cannot single it out; partition its node (`node/NAME`) instead",
                 c.name()
@@ -184,12 +195,6 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
                 ),
             ));
         }
-    }
-    for a in &s.cluster.agents {
-        problems.push((a.pos, format!(
-            "agent `{}`: kubechaos does not start agents on an existing cluster yet; expected a scenario without `agents:` on `--backend kube` (run agent scenarios with `--backend local`)",
-            a.name
-        )));
     }
     if s.cluster.self_hosted {
         problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));

@@ -31,7 +31,7 @@ use tokio::process::Child;
 use super::build;
 use super::error::LocalError;
 use super::pki::{self, Pki};
-use super::pods::{self, signal_group, LocalContainers};
+use super::pods::{self, signal_group, Launch, LocalContainers};
 pub use super::pods::{Hooks, Quiet};
 use super::proxy::Proxy;
 use super::runs::RunRecord;
@@ -79,6 +79,65 @@ pub struct Spec {
     pub self_hosted: bool,
 }
 
+impl AgentGroup {
+    /// The groups a scenario's `cluster.agents` asks for.
+    pub(crate) fn of(s: &Scenario) -> Vec<AgentGroup> {
+        s.cluster
+            .agents
+            .iter()
+            .map(|a| AgentGroup {
+                name: a.name.clone(),
+                replicas: a.replicas,
+                lease: a.lease.clone(),
+                run: match &a.command {
+                    Some(cmd) => AgentRun::Command(cmd.clone()),
+                    None => AgentRun::Reference(a.mode.unwrap_or(AgentMode::Correct)),
+                },
+            })
+            .collect()
+    }
+
+    /// How to start incarnation `inc` of replica `replica` (process `name`), reaching the API
+    /// server with `kubeconfig`; `agent_exe` runs the reference agent. Its identity is
+    /// `NAME_INC`, given in `KUBECHAOS_IDENTITY` beside `KUBECONFIG`, `KUBECHAOS_LEASE` and
+    /// `KUBECHAOS_REPLICA`.
+    pub(crate) fn launch(
+        &self,
+        replica: u32,
+        name: &str,
+        inc: u32,
+        kubeconfig: &str,
+        agent_exe: &Path,
+    ) -> Result<Launch, LocalError> {
+        let identity = format!("{name}_{inc}");
+        let env = vec![
+            ("KUBECONFIG".to_owned(), kubeconfig.to_owned()),
+            ("KUBECHAOS_IDENTITY".to_owned(), identity.clone()),
+            ("KUBECHAOS_LEASE".to_owned(), self.lease.to_string()),
+            ("KUBECHAOS_REPLICA".to_owned(), replica.to_string()),
+        ];
+        Ok(match &self.run {
+            AgentRun::Reference(mode) => (
+                agent_exe.to_path_buf(),
+                vec![
+                    "agent".into(),
+                    format!("--kubeconfig={kubeconfig}"),
+                    format!("--lease={}", self.lease),
+                    format!("--identity={identity}"),
+                    format!("--mode={}", mode.name()),
+                ],
+                env,
+            ),
+            AgentRun::Command(cmd) => {
+                let (bin, args) = cmd.split_first().ok_or_else(|| {
+                    LocalError::Launch(format!("agent {} has an empty command", self.name))
+                })?;
+                (PathBuf::from(bin), args.to_vec(), env)
+            }
+        })
+    }
+}
+
 impl Spec {
     /// What a scenario's `cluster:` asks for.
     pub(crate) fn of(s: &Scenario) -> Spec {
@@ -91,20 +150,7 @@ impl Spec {
                 .iter()
                 .map(|(c, spec)| (*c, spec.replicas))
                 .collect(),
-            agents: s
-                .cluster
-                .agents
-                .iter()
-                .map(|a| AgentGroup {
-                    name: a.name.clone(),
-                    replicas: a.replicas,
-                    lease: a.lease.clone(),
-                    run: match &a.command {
-                        Some(cmd) => AgentRun::Command(cmd.clone()),
-                        None => AgentRun::Reference(a.mode.unwrap_or(AgentMode::Correct)),
-                    },
-                })
-                .collect(),
+            agents: AgentGroup::of(s),
             self_hosted: s.cluster.self_hosted,
         }
     }
@@ -148,9 +194,6 @@ impl Spec {
         out
     }
 }
-
-/// How to start a child: program, arguments, extra environment.
-type Launch = (PathBuf, Vec<String>, Vec<(String, String)>);
 
 /// What a process is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -260,7 +303,7 @@ fn advertise_address() -> Result<IpAddr, LocalError> {
 
 /// The program that runs reference agents: this executable (`kubechaos agent`), unless
 /// `KUBECHAOS_EXE` names another.
-fn agent_exe() -> Result<PathBuf, LocalError> {
+pub(crate) fn agent_exe() -> Result<PathBuf, LocalError> {
     match std::env::var_os("KUBECHAOS_EXE") {
         Some(p) => Ok(PathBuf::from(p)),
         None => std::env::current_exe().map_err(|e| LocalError::Machine {
@@ -593,33 +636,7 @@ impl LocalCluster {
                 (self.bins.join(c.name()), args, Vec::new())
             }
             Kind::Agent(g, replica) => {
-                let group = &self.spec.agents[g];
-                let identity = format!("{name}_{inc}");
-                let env = vec![
-                    ("KUBECONFIG".to_owned(), kubeconfig.clone()),
-                    ("KUBECHAOS_IDENTITY".to_owned(), identity.clone()),
-                    ("KUBECHAOS_LEASE".to_owned(), group.lease.to_string()),
-                    ("KUBECHAOS_REPLICA".to_owned(), replica.to_string()),
-                ];
-                match &group.run {
-                    AgentRun::Reference(mode) => (
-                        self.agent_exe.clone(),
-                        vec![
-                            "agent".into(),
-                            format!("--kubeconfig={kubeconfig}"),
-                            format!("--lease={}", group.lease),
-                            format!("--identity={identity}"),
-                            format!("--mode={}", mode.name()),
-                        ],
-                        env,
-                    ),
-                    AgentRun::Command(cmd) => {
-                        let (bin, args) = cmd.split_first().ok_or_else(|| {
-                            LocalError::Launch(format!("agent {} has an empty command", group.name))
-                        })?;
-                        (PathBuf::from(bin), args.to_vec(), env)
-                    }
-                }
+                self.spec.agents[g].launch(replica, name, inc, &kubeconfig, &self.agent_exe)?
             }
             Kind::Node => return Err(LocalError::Launch(format!("{name} is not a child process"))),
         })
@@ -656,9 +673,16 @@ impl LocalCluster {
             );
             self.hooks.started(name, inc);
         } else {
-            let (bin, args, env) = self.argv(name, inc)?;
+            let launch = self.argv(name, inc)?;
             let log = self.dir.join("logs").join(format!("{name}.log"));
-            let child = pods::spawn(name, inc, &bin, &args, &env, &log, &self.hooks)?;
+            let child = pods::spawn(
+                name,
+                inc,
+                &launch,
+                &log,
+                &self.hooks,
+                pods::Isolation::OwnHostname,
+            )?;
             self.children.insert(name.to_owned(), child);
         }
         self.incarnations.insert(name.to_owned(), inc);

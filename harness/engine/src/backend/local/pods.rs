@@ -61,28 +61,40 @@ pub(crate) fn terminate(child: &Child) {
     }
 }
 
+/// How to start a child: program, arguments, extra environment.
+pub(crate) type Launch = (PathBuf, Vec<String>, Vec<(String, String)>);
+
+/// How a child process is set apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    /// Its own UTS namespace, its hostname its process name (as a pod's is its name), so that
+    /// upstream components' Lease identities (`HOSTNAME_UUID`) say which process leads. Needs
+    /// root (`unshare --uts`).
+    OwnHostname,
+    /// The machine's hostname: an agent of an existing cluster, run by any user.
+    None,
+}
+
 /// Start incarnation `inc` of process `name`: `bin args` with extra `env`, as
-/// `setpriv --pdeathsig KILL -- unshare --uts -- sh -c 'hostname NAME && exec …'` in its own
+/// `setpriv --pdeathsig KILL -- [unshare --uts -- sh -c 'hostname NAME && exec …']` in its own
 /// process group (see [`super::cluster`]), its output appended to `log` and shown to `hooks`.
 pub(crate) fn spawn(
     name: &str,
     inc: u32,
-    bin: &Path,
-    args: &[String],
-    env: &[(String, String)],
+    (bin, args, env): &Launch,
     log: &Path,
     hooks: &Arc<dyn Hooks>,
+    isolation: Isolation,
 ) -> Result<Child, LocalError> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .map_err(LocalError::file("open", log))?;
-    let mut child = Command::new("setpriv")
-        .args([
-            "--pdeathsig",
-            "KILL",
-            "--",
+    let mut command = Command::new("setpriv");
+    command.args(["--pdeathsig", "KILL", "--"]);
+    if isolation == Isolation::OwnHostname {
+        command.args([
             "unshare",
             "--uts",
             "--",
@@ -90,7 +102,9 @@ pub(crate) fn spawn(
             "-c",
             "hostname \"$0\" && exec \"$@\"",
             name,
-        ])
+        ]);
+    }
+    let mut child = command
         .arg(bin)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -274,11 +288,10 @@ impl Containers for LocalContainers {
         let child = spawn(
             name,
             inc,
-            &self.bins.join(c.name()),
-            &args,
-            &[],
+            &(self.bins.join(c.name()), args, Vec::new()),
             &self.log(pod),
             &self.hooks,
+            Isolation::OwnHostname,
         )?;
         st.incarnations.insert(pod.to_owned(), inc);
         st.book.started(pod, node, c);
