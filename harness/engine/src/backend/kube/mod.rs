@@ -247,6 +247,11 @@ fn resolve_provider(target: &KubeTarget, context: &str, nodes: &[Node]) -> (Prov
             Some(p) => (p, format!("from the context name {context}")),
             None => Provider::from_nodes(nodes),
         },
+        // The command line resolves `auto` from the context's name before the run, to check the
+        // scenario against that provider early: say so rather than `--provider`.
+        p if Provider::from_context(context) == Some(p) => {
+            (p, format!("from the context name {context}"))
+        }
         p => (p, "set with --provider".to_owned()),
     }
 }
