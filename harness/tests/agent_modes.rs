@@ -149,9 +149,21 @@ fn local_judges_your_own_client_go_program() {
     for (mode, expected) in [("correct", 0), ("give-up", 1)] {
         let path = dir.path().join("agent-api-restart.yaml");
         let command = format!("command: [{}, --mode, {mode}]", bin.display());
-        std::fs::write(&path, text.replace("mode: correct", &command)).unwrap();
+        // Also: a real client-go elector never leads on a Lease it lost (it stops at its renew
+        // deadline, before the Lease expires): the new invariant must not accuse it.
+        let judged = text.replace("mode: correct", &command).replace(
+            "expect:\n",
+            "expect:\n  - valid-lease-while-leading: {lease: default/agent-lock}\n",
+        );
+        std::fs::write(&path, judged).unwrap();
         let (code, text) = play_scenario(&path, "local", &[]);
         assert_eq!(code, expected, "{mode}:\n{text}");
+        assert!(
+            text.contains(
+                "PASS  valid-lease-while-leading default/agent-lock: every leader's Lease named it"
+            ),
+            "{mode}:\n{text}"
+        );
         assert!(
             text.contains("PASS  single-leader default/agent-lock: never two leaders at once (")
                 && !text.contains("(0 leadership terms observed)"),
