@@ -266,7 +266,38 @@ struct Ports {
     api: u16,
 }
 
+/// A port on 127.0.0.1 that nothing listens on, for a child to bind a moment later. It is taken
+/// below the kernel's ephemeral range (`ip_local_port_range`): a port the kernel hands out to
+/// every outgoing connection on the machine can be taken in that moment (seen with eight local
+/// control planes at once: kube-apiserver failed with "address already in use"), a random port
+/// below it only by another program that picks ports the same way.
 fn free_port() -> Result<u16, LocalError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low);
+    if high > low + 1000 {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ (u64::from(std::process::id()) << 32)
+            ^ SEQUENCE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        let mut x = seed | 1;
+        for _ in 0..64 {
+            // xorshift64: enough to spread the tries of concurrent runs.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let port = low + (x % u64::from(high - low)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -346,10 +377,18 @@ impl LocalCluster {
         )?;
         std::fs::create_dir_all(dir.join("logs"))
             .map_err(LocalError::file("create", dir.join("logs")))?;
+        // Three different ports (each is free, but nothing holds them until the children bind).
+        let mut chosen: Vec<u16> = Vec::new();
+        while chosen.len() < 3 {
+            let p = free_port()?;
+            if !chosen.contains(&p) {
+                chosen.push(p);
+            }
+        }
         let ports = Ports {
-            etcd_client: free_port()?,
-            etcd_peer: free_port()?,
-            api: free_port()?,
+            etcd_client: chosen[0],
+            etcd_peer: chosen[1],
+            api: chosen[2],
         };
         let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let server = format!("https://127.0.0.1:{}", ports.api);
