@@ -92,7 +92,7 @@ impl fmt::Display for Workload {
 
 impl Workload {
     /// `KIND/NAME` as kubectl takes it, in namespace `namespace`.
-    pub fn parse(namespace: &str, s: &str) -> Result<Workload, WorkloadSyntax> {
+    pub fn parse(namespace: &str, s: &str) -> Result<Workload, kubechaos_core::error::SyntaxError> {
         let kinds = Kind::ALL.map(Kind::name).join(", ");
         let (kind, name) = s.split_once('/').ok_or_else(|| {
             kubechaos_core::error::SyntaxError(format!(
@@ -141,9 +141,6 @@ fn cluster_error(what: &str, source: kube::Error) -> RecoverError {
         source,
     }
 }
-
-/// A workload named wrongly (`KIND/NAME` expected).
-pub(crate) type WorkloadSyntax = kubechaos_core::error::SyntaxError;
 
 async fn get_value<K>(
     client: &kube::Client,

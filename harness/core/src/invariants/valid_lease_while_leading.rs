@@ -21,10 +21,15 @@ struct Seen {
     holder: Option<String>,
     /// When the observed holder last changed.
     holder_since: u64,
-    /// `renewTime` + `leaseDurationSeconds`, when both are known.
-    valid_until: Option<u64>,
     renew_ms: Option<u64>,
     duration_ms: Option<u64>,
+}
+
+impl Seen {
+    /// `renewTime` + `leaseDurationSeconds`, when both are known.
+    fn valid_until(&self) -> Option<u64> {
+        self.renew_ms.zip(self.duration_ms).map(|(r, d)| r + d)
+    }
 }
 
 /// Whether a holder identity names the candidate that reports `identity`: the same identity, or
@@ -40,7 +45,7 @@ fn unjustified_from(seen: &Seen, identity: &str, since: u64) -> (u64, String) {
     match &seen.holder {
         // A term that began after the Lease seen last had expired (the observer has not seen its
         // new renewal yet) is judged from its start: the tolerance covers that lag too.
-        Some(h) if names(h, identity) => match seen.valid_until {
+        Some(h) if names(h, identity) => match seen.valid_until() {
             Some(until) => (
                 until.max(since),
                 format!(
@@ -111,7 +116,6 @@ pub(super) fn judge(
                 seen.holder = holder.clone();
                 seen.renew_ms = *renew_ms;
                 seen.duration_ms = *duration_ms;
-                seen.valid_until = renew_ms.zip(*duration_ms).map(|(r, d)| r + d);
             }
             EventKind::LeadingStarted { lease, identity } if *lease == name => {
                 open.retain(|(id, _)| id != identity);

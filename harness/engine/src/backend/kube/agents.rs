@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::config::{Context, Kubeconfig, NamedContext};
 use nix::sys::signal::Signal;
@@ -191,12 +191,8 @@ impl Agents {
     /// Start an agent process (with the Tokio runtime entered). A stopped one that has not
     /// exited yet is waited for, then killed, first.
     pub(crate) fn start(&mut self, name: &str) -> Result<(), LocalError> {
-        if let Some(mut child) = self.stopping.remove(name) {
-            let deadline = Instant::now() + START_WAIT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            signal_group(&child, Signal::SIGKILL);
+        if let Some(child) = self.stopping.remove(name) {
+            pods::reap(child, START_WAIT);
         }
         let Some(&(g, replica)) = self.replicas.get(name) else {
             return Err(LocalError::Launch(format!("{name} is not an agent")));
@@ -220,25 +216,15 @@ impl Agents {
     /// Stop an agent: SIGTERM (`graceful`, SIGKILL after the grace period) or SIGKILL.
     pub(crate) fn stop(&mut self, name: &str, graceful: bool) {
         if let Some(child) = self.children.remove(name) {
-            if graceful {
-                pods::terminate(&child);
-            } else {
-                signal_group(&child, Signal::SIGKILL);
-            }
+            pods::stop(&child, graceful);
             self.stopping.insert(name.to_owned(), child);
         }
     }
 
     /// `Some(why)` once a running agent has ended by itself.
     pub(crate) fn exited(&mut self, name: &str) -> Option<String> {
-        let status = self.children.get_mut(name)?.try_wait().ok()??;
-        self.children.remove(name);
-        let tail = pods::log_tail(&self.dir.path().join(format!("{name}.log")), 1);
-        Some(if tail.is_empty() {
-            format!("exited: {status}")
-        } else {
-            format!("exited: {status}; last log line: {tail}")
-        })
+        let log = self.dir.path().join(format!("{name}.log"));
+        pods::exited(&mut self.children, name, &log)
     }
 
     /// Cut (`cut`) or heal the link from agent `name` to the API server (`up`) or back.

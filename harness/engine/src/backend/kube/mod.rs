@@ -498,61 +498,42 @@ impl Kube {
                 "create the namespace {PROBE_NAMESPACE} for probe pods"
             )))?;
 
+        // Ctrl-C from here on stops what was started and removes what was made.
+        let interrupt = Interrupt::listen(rt);
         // The agents: processes on this machine, running from before time zero, once their
-        // leases' namespaces exist; what the run makes of those (namespaces, Leases) it deletes.
+        // leases' namespaces exist; what the run makes of those (namespaces, Leases) it deletes,
+        // and everything, if they do not come up or the run is interrupted meanwhile.
         let hooks = Arc::new(crate::backend::local::run::RecorderHooks(recorder.clone()));
-        let mut agents = rt.block_on(Agents::prepare(s, target, hooks))?;
+        let mut agents = match rt.block_on(Agents::prepare(s, target, hooks)) {
+            Ok(a) => a,
+            Err(e) => {
+                interrupt.stop();
+                rt.block_on(restore(&client, self.created_namespace, &self.created));
+                return Err(e.into());
+            }
+        };
         if let Some(a) = agents.as_mut() {
-            let (namespaces, leases) = rt
-                .block_on(own_leases(&client, s))
-                .map_err(api("read or create the agents' lease namespaces"))?;
-            self.created = (namespaces, leases);
             progress.say(&format!(
                 "starting {} agent process(es) on this machine, each through its own proxy to the API server",
                 a.processes().len()
             ));
-            for name in a.processes() {
-                a.start(&name).map_err(|e| KubeError::Agents {
-                    what: format!("cannot start {name}: {}", kubechaos_core::error::chain(&e)),
-                })?;
-            }
-            let leases: Vec<LeaseRef> = s.cluster.agents.iter().map(|g| g.lease.clone()).collect();
-            let held = rt.block_on(async {
-                let deadline = Instant::now() + AGENTS_READY;
-                loop {
-                    let mut missing = Vec::new();
-                    for l in &leases {
-                        if !crate::kubeclient::lease_holder(&client, l)
-                            .await
-                            .is_ok_and(|h| h.is_some())
-                        {
-                            missing.push(l.to_string());
-                        }
-                    }
-                    if missing.is_empty() {
-                        return Ok(());
-                    }
-                    if Instant::now() > deadline {
-                        return Err(missing);
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            });
-            if let Err(missing) = held {
+            let up = start_agents(rt, &client, s, a, &mut self.created, &interrupt);
+            if let Err(why) = up {
+                interrupt.stop();
                 let stopped = rt.block_on(agents.take().expect("agents").down());
-                let restored = rt.block_on(restore(&client, false, &self.created));
-                return Err(KubeError::Agents {
-                    what: format!(
-                        "no agent took lease {} within {}s; {stopped}; {restored}",
-                        missing.join(", "),
-                        AGENTS_READY.as_secs()
-                    ),
-                }
-                .into());
+                let restored = rt.block_on(restore(&client, self.created_namespace, &self.created));
+                let message = format!("{why}; {stopped}; restored: {restored}");
+                return Err(if interrupt.came() {
+                    BackendError::Interrupted {
+                        message,
+                        events: Vec::new(),
+                    }
+                } else {
+                    KubeError::Agents { what: message }.into()
+                });
             }
         }
 
-        let interrupt = Interrupt::listen(rt);
         let zero = Instant::now();
         let _ = self.zero.set(zero);
         let (tx, rx) = mpsc::unbounded_channel();
@@ -734,6 +715,58 @@ impl Backend for Kube {
         }
         Ok(restored)
     }
+}
+
+/// Make the agents' lease namespaces (noted in `created`), start every agent, and wait until
+/// each lease is held: why not, if they did not come up (or Ctrl-C came meanwhile).
+fn start_agents(
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+    s: &Scenario,
+    agents: &mut Agents,
+    created: &mut (Vec<String>, Vec<LeaseRef>),
+    interrupt: &Interrupt,
+) -> Result<(), String> {
+    *created = rt.block_on(own_leases(client, s)).map_err(|e| {
+        format!(
+            "cannot read or create the agents' lease namespaces: {}",
+            kubechaos_core::error::chain(&e)
+        )
+    })?;
+    for name in agents.processes() {
+        agents
+            .start(&name)
+            .map_err(|e| format!("cannot start {name}: {}", kubechaos_core::error::chain(&e)))?;
+    }
+    let leases: Vec<LeaseRef> = s.cluster.agents.iter().map(|g| g.lease.clone()).collect();
+    rt.block_on(async {
+        let deadline = Instant::now() + AGENTS_READY;
+        loop {
+            if interrupt.came() {
+                return Err("interrupted while the agents were starting".to_owned());
+            }
+            let mut missing = Vec::new();
+            for l in &leases {
+                if !crate::kubeclient::lease_holder(client, l)
+                    .await
+                    .is_ok_and(|h| h.is_some())
+                {
+                    missing.push(l.to_string());
+                }
+            }
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no agent took lease {} within {}s",
+                    missing.join(", "),
+                    AGENTS_READY.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
 }
 
 /// How long the agents get to take their leases before time zero.

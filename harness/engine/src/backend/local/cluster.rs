@@ -713,7 +713,7 @@ impl LocalCluster {
             self.hooks.started(name, inc);
         } else {
             let launch = self.argv(name, inc)?;
-            let log = self.dir.join("logs").join(format!("{name}.log"));
+            let log = self.log(name);
             let child = pods::spawn(
                 name,
                 inc,
@@ -737,31 +737,15 @@ impl LocalCluster {
             return;
         }
         if let Some(child) = self.children.remove(name) {
-            if graceful {
-                // As the kubelet: what has not exited after the grace period is killed.
-                pods::terminate(&child);
-            } else {
-                signal_group(&child, Signal::SIGKILL);
-            }
+            pods::stop(&child, graceful);
             self.stopping.insert(name.to_owned(), child);
         }
     }
 
     /// Wait (blocking) for a stopped process to be gone.
     fn reap(&mut self, name: &str) {
-        let Some(mut child) = self.stopping.remove(name) else {
-            return;
-        };
-        let deadline = Instant::now() + START_WAIT;
-        while Instant::now() < deadline {
-            if !matches!(child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        signal_group(&child, Signal::SIGKILL);
-        while let Ok(None) = child.try_wait() {
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(child) = self.stopping.remove(name) {
+            pods::reap(child, START_WAIT);
         }
     }
 
@@ -770,14 +754,8 @@ impl LocalCluster {
         if let Some(task) = self.nodes.get(name) {
             return task.is_finished().then(|| "exited".to_owned());
         }
-        let status = self.children.get_mut(name)?.try_wait().ok()??;
-        self.children.remove(name);
-        let tail = self.log_tail(name, 1);
-        Some(if tail.is_empty() {
-            format!("exited: {status}")
-        } else {
-            format!("exited: {status}; last log line: {tail}")
-        })
+        let log = self.log(name);
+        pods::exited(&mut self.children, name, &log)
     }
 
     /// The proxy of a client process (for its link to the API server), or the API server's
@@ -788,7 +766,12 @@ impl LocalCluster {
 
     /// The last lines of a process's log, for error messages.
     fn log_tail(&self, name: &str, lines: usize) -> String {
-        pods::log_tail(&self.dir.join("logs").join(format!("{name}.log")), lines)
+        pods::log_tail(&self.log(name), lines)
+    }
+
+    /// A process's log.
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{name}.log"))
     }
 
     fn check_alive(&mut self) -> Result<(), LocalError> {

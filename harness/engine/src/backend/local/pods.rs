@@ -61,6 +61,50 @@ pub(crate) fn terminate(child: &Child) {
     }
 }
 
+/// Stop a child: SIGTERM (`graceful`, SIGKILL after [`STOP_GRACE`]) or SIGKILL, to its process
+/// group. Returns at once; [`reap`] waits for it to be gone.
+pub(crate) fn stop(child: &Child, graceful: bool) {
+    if graceful {
+        // As the kubelet: what has not exited after the grace period is killed.
+        terminate(child);
+    } else {
+        signal_group(child, Signal::SIGKILL);
+    }
+}
+
+/// Wait (blocking) up to `wait` for a stopped child to exit, then kill it and wait until it
+/// has: so that it frees its ports and files before it starts again.
+pub(crate) fn reap(mut child: Child, wait: Duration) {
+    let deadline = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal_group(&child, Signal::SIGKILL);
+    while let Ok(None) = child.try_wait() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `Some(why)` once a running child has ended by itself (it is then dropped from `running`),
+/// with the last line of its log at `log`.
+pub(crate) fn exited(
+    running: &mut std::collections::BTreeMap<String, Child>,
+    name: &str,
+    log: &Path,
+) -> Option<String> {
+    let status = running.get_mut(name)?.try_wait().ok()??;
+    running.remove(name);
+    let tail = log_tail(log, 1);
+    Some(if tail.is_empty() {
+        format!("exited: {status}")
+    } else {
+        format!("exited: {status}; last log line: {tail}")
+    })
+}
+
 /// How to start a child: program, arguments, extra environment.
 pub(crate) type Launch = (PathBuf, Vec<String>, Vec<(String, String)>);
 
