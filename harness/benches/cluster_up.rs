@@ -29,9 +29,9 @@ fn main() {
         ]
         .into_iter()
         .collect(),
-        agents: Vec::new(),
         self_hosted,
         purpose: "cluster up".into(),
+        ..Spec::default()
     };
     let time = |spec: &Spec, what: &str| -> Vec<std::time::Duration> {
         let mut ready = Vec::new();

@@ -198,6 +198,16 @@ pub enum EventKind {
         #[serde(default)]
         ready_pods: u32,
     },
+    /// A pod of a pod agent (`agents: [{pods: …}]`) was seen for the first time: from now on
+    /// its process (named by the pod) is one of the agent's candidates.
+    CandidatePod {
+        /// The agent group.
+        agent: String,
+        /// `NAMESPACE/NAME` of the pod.
+        pod: String,
+        /// Its process name in the timeline (the pod's name).
+        process: String,
+    },
     /// Something a process said about itself that explains its behaviour.
     ProcessNote {
         /// Process name.

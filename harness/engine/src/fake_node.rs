@@ -43,20 +43,44 @@ pub(crate) const POD_SYNC: Duration = Duration::from_secs(1);
 /// [`crate::backend::local::error::LocalError`]).
 pub(crate) type ContainerError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a pod's container runs.
+#[derive(Clone, Debug)]
+pub(crate) enum Workload {
+    /// A control-plane component (its image is upstream's) with the container's arguments.
+    Component(Component, Vec<String>),
+    /// The container's own `command` (local backend: a program on this machine, the image
+    /// ignored), with what a pod gets.
+    Program(Program),
+}
+
+/// A program a pod runs, with what the kubelet would give it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Program {
+    /// `command` then `args`, `$(VAR)` references expanded.
+    pub(crate) argv: Vec<String>,
+    /// The container's environment (`value` and the downward API's `fieldRef`), in order.
+    pub(crate) env: Vec<(String, String)>,
+    /// `workingDir`, if set.
+    pub(crate) working_dir: Option<String>,
+    /// The pod's labels (which pod agent it belongs to).
+    pub(crate) labels: BTreeMap<String, String>,
+    /// A service-account token bound to the pod (TokenRequest), for
+    /// `/var/run/secrets/kubernetes.io/serviceaccount/token`.
+    pub(crate) token: String,
+}
+
+/// The IP a pod whose program runs on this machine reports (`status.podIP`): the host's
+/// loopback, as a `hostNetwork` pod shares its node's addresses.
+pub(crate) const PROGRAM_POD_IP: &str = "127.0.0.1";
+
 /// Where a node agent runs containers: tasks on the sim, child processes on the local backend.
 /// Containers are named by their pod (`NAMESPACE/NAME`); their process is named by the pod's
 /// name, so that the Lease identity (`hostname_x`, and a pod's hostname is its name) says which
 /// pod leads.
 pub(crate) trait Containers: Send + Sync {
-    /// Start the process of pod `pod` (`NAMESPACE/NAME`) on node `node`: `component` with
-    /// `args`. An error means it did not start (the agent retries after the back-off).
-    fn start(
-        &self,
-        node: &str,
-        pod: &str,
-        component: Component,
-        args: &[String],
-    ) -> Result<(), ContainerError>;
+    /// Start the process of pod `pod` (`NAMESPACE/NAME`) on node `node`. An error means it did
+    /// not start (the agent retries after the back-off).
+    fn start(&self, node: &str, pod: &str, workload: &Workload) -> Result<(), ContainerError>;
     /// Stop the process of pod `pod` (gracefully); its exit is recorded as `reason`.
     fn stop(&self, pod: &str, reason: &str);
     /// Whether the process of pod `pod` runs.
@@ -79,18 +103,45 @@ pub(crate) enum ContainerOp {
     Start,
 }
 
-/// What a backend's containers know of the pods they ran: each pod's node and component, and
+/// Whose pods a step acts on: a self-hosted component's, or a pod agent's (by group name).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum PodGroup {
+    /// The pods of a self-hosted component.
+    Component(Component),
+    /// The pods of the pod agent of that name (`agents: [{name, pods: …}]`).
+    Agent(String),
+}
+
+impl std::fmt::Display for PodGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PodGroup::Component(c) => write!(f, "{c}"),
+            PodGroup::Agent(a) => write!(f, "agent/{a}"),
+        }
+    }
+}
+
+/// What a backend's containers know of the pods they ran: each pod's node and group, and
 /// which are held down (`remove`). The sim's and the local backend's containers keep one each.
 #[derive(Default)]
 pub(crate) struct PodBook {
-    known: BTreeMap<String, (String, Component)>,
+    known: BTreeMap<String, (String, Option<PodGroup>)>,
     held: BTreeSet<String>,
 }
 
 impl PodBook {
-    /// Pod `pod` was started on `node` as `c`.
-    pub(crate) fn started(&mut self, pod: &str, node: &str, c: Component) {
-        self.known.insert(pod.to_owned(), (node.to_owned(), c));
+    /// Pod `pod` was started on `node`, one of `group`'s (or of none).
+    pub(crate) fn started(&mut self, pod: &str, node: &str, group: Option<PodGroup>) {
+        self.known.insert(pod.to_owned(), (node.to_owned(), group));
+    }
+
+    /// The pods of `group` started so far and not gone.
+    pub(crate) fn of(&self, group: &PodGroup) -> Vec<String> {
+        self.known
+            .iter()
+            .filter(|(_, (_, g))| g.as_ref() == Some(group))
+            .map(|(p, _)| p.clone())
+            .collect()
     }
 
     /// Pod `pod` is gone: no later step acts on it.
@@ -113,38 +164,38 @@ impl PodBook {
             .collect()
     }
 
-    /// Carry out `op` on component `c`'s pods (or only `only`) in the book: returns (pods to
-    /// stop, pods touched) and holds or releases them.
+    /// Carry out `op` on `group`'s pods (or only `only`) in the book: returns (pods to stop,
+    /// pods touched) and holds or releases them.
     pub(crate) fn plan(
         &mut self,
-        c: Component,
+        group: &PodGroup,
         only: Option<&str>,
         op: ContainerOp,
         running: impl Fn(&str) -> bool,
     ) -> (Vec<String>, Vec<String>) {
-        let known: BTreeMap<String, Component> = self
+        let known: BTreeMap<String, PodGroup> = self
             .known
             .iter()
-            .map(|(p, (_, c))| (p.clone(), *c))
+            .filter_map(|(p, (_, g))| Some((p.clone(), g.clone()?)))
             .collect();
-        plan_op(&known, &mut self.held, running, c, only, op)
+        plan_op(&known, &mut self.held, running, group, only, op)
     }
 }
 
-/// Which pods a [`ContainerOp`] touches: every known pod of component `c`, or only `only`.
-/// `known`: each pod (`NAMESPACE/NAME`) and its component; `held`: the pods held down.
+/// Which pods a [`ContainerOp`] touches: every known pod of `group`, or only `only`.
+/// `known`: each pod (`NAMESPACE/NAME`) and its group; `held`: the pods held down.
 /// Returns (pods to stop, pods touched), and updates `held`.
 fn plan_op(
-    known: &BTreeMap<String, Component>,
+    known: &BTreeMap<String, PodGroup>,
     held: &mut BTreeSet<String>,
     running: impl Fn(&str) -> bool,
-    c: Component,
+    group: &PodGroup,
     only: Option<&str>,
     op: ContainerOp,
 ) -> (Vec<String>, Vec<String>) {
-    let mine = known.iter().filter(|(pod, comp)| {
-        **comp == c && only.is_none_or(|o| pod.rsplit('/').next() == Some(o))
-    });
+    let mine = known
+        .iter()
+        .filter(|(pod, g)| *g == group && only.is_none_or(|o| pod.rsplit('/').next() == Some(o)));
     let mut stop = Vec::new();
     let mut touched = Vec::new();
     for (pod, _) in mine {
@@ -241,7 +292,9 @@ async fn sync_pods(
             .cloned()
             .unwrap_or_default();
         let component = container.image.as_deref().and_then(component_of_image);
-        let (ready, restarts) = match component {
+        let program =
+            component.is_none() && container.command.as_ref().is_some_and(|c| !c.is_empty());
+        let (ready, restarts) = match component.map(Some).or(program.then_some(None)) {
             None => (true, 0),
             Some(c) => {
                 let st = state.entry(key.clone()).or_default();
@@ -255,11 +308,18 @@ async fn sync_pods(
                     st.restarts += 1;
                 }
                 if !st.up && !containers.held(&key) && st.next_start.is_none_or(|t| now >= t) {
-                    let mut argv = container.command.clone().unwrap_or_default();
-                    argv.extend(container.args.clone().unwrap_or_default());
-                    // The command names the binary; the node runs the component's own.
-                    let args: Vec<String> = argv.into_iter().skip(1).collect();
-                    match containers.start(node, &key, c, &args) {
+                    let workload = match c {
+                        Some(c) => {
+                            let mut argv = container.command.clone().unwrap_or_default();
+                            argv.extend(container.args.clone().unwrap_or_default());
+                            // The command names the binary; the node runs the component's own.
+                            Ok(Workload::Component(c, argv.into_iter().skip(1).collect()))
+                        }
+                        None => program_of(client, pod, &container)
+                            .await
+                            .map(Workload::Program),
+                    };
+                    match workload.and_then(|w| containers.start(node, &key, &w)) {
                         Ok(()) => {
                             st.up = true;
                             st.started = Some(now);
@@ -274,7 +334,7 @@ async fn sync_pods(
                 (st.up && containers.running(&key), st.restarts)
             }
         };
-        report_status(&api, pod, &container, ready, restarts).await;
+        report_status(&api, pod, &container, ready, restarts, program).await;
     }
     let gone: Vec<String> = state
         .keys()
@@ -296,6 +356,7 @@ async fn report_status(
     container: &k8s_openapi::api::core::v1::Container,
     ready: bool,
     restarts: i32,
+    program: bool,
 ) {
     let status = pod.status.clone().unwrap_or_default();
     let said_ready = status
@@ -308,7 +369,9 @@ async fn report_status(
         .as_ref()
         .and_then(|cs| cs.first())
         .map(|c| c.restart_count);
+    let ip = program.then_some(PROGRAM_POD_IP);
     if status.phase.as_deref() == Some("Running")
+        && status.pod_ip.as_deref() == ip
         && said_ready == Some(ready)
         && said_restarts.unwrap_or(0) == restarts
     {
@@ -322,8 +385,7 @@ async fn report_status(
         .map(|t| t.0.to_string())
         .unwrap_or_default();
     let mut p = pod.clone();
-    p.status = Some(
-        serde_json::from_value(json!({
+    let mut st = json!({
             "phase": "Running",
             "startTime": start,
             "conditions": [
@@ -341,13 +403,156 @@ async fn report_status(
                 "started": ready,
                 "state": if ready { json!({"running": {}}) } else { json!({"waiting": {"reason": "CrashLoopBackOff"}}) },
             }],
-        }))
-        .expect("pod status shape"),
-    );
+    });
+    if let Some(ip) = ip {
+        st["podIP"] = json!(ip);
+        st["podIPs"] = json!([{"ip": ip}]);
+        st["hostIP"] = json!(ip);
+    }
+    p.status = Some(serde_json::from_value(st).expect("pod status shape"));
     let name = pod.metadata.name.clone().unwrap_or_default();
     if let Err(e) = api.replace_status(&name, &PostParams::default(), &p).await {
         tracing::debug!(pod = %name, error = %e, "pod status not reported");
     }
+}
+
+/// What the kubelet gives a container that runs its own `command`: its environment (plain
+/// values and the downward API), `$(VAR)` references expanded in the command, and a token of the
+/// pod's service account bound to the pod (TokenRequest, one hour: longer than any run).
+async fn program_of(
+    client: &kube::Client,
+    pod: &Pod,
+    container: &k8s_openapi::api::core::v1::Container,
+) -> Result<Program, ContainerError> {
+    let env = environment(pod, container)?;
+    let mut argv = container.command.clone().unwrap_or_default();
+    argv.extend(container.args.clone().unwrap_or_default());
+    let argv = argv.iter().map(|a| expand(a, &env)).collect();
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    let request: k8s_openapi::api::authentication::v1::TokenRequest =
+        serde_json::from_value(json!({
+            "spec": {
+                "audiences": [],
+                "expirationSeconds": 3600,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod.metadata.name,
+                    "uid": pod.metadata.uid,
+                },
+            },
+        }))
+        .expect("token request shape");
+    let answer = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns)
+        .create_token_request(&sa, &PostParams::default(), &request)
+        .await
+        .map_err(|e| format!("cannot get a token of service account {ns}/{sa}: {e}"))?;
+    let token = answer
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            format!("the token request of service account {ns}/{sa} was answered without a token")
+        })?;
+    Ok(Program {
+        argv,
+        env,
+        working_dir: container.working_dir.clone(),
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        token,
+    })
+}
+
+/// A container's environment as the kubelet makes it: `value`s (with `$(VAR)` references to
+/// earlier variables expanded) and the downward API's `fieldRef`s. Anything else (Secrets,
+/// ConfigMaps, resources, `envFrom`) is refused by name, rather than left out.
+fn environment(
+    pod: &Pod,
+    container: &k8s_openapi::api::core::v1::Container,
+) -> Result<Vec<(String, String)>, ContainerError> {
+    if container.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err("`envFrom` is not supported by the local backend's nodes; expected `env` entries with `value` or `valueFrom.fieldRef`".into());
+    }
+    let meta = &pod.metadata;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for var in container.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (Some(v), _) => expand(v, &out),
+            (None, None) => String::new(),
+            (None, Some(from)) => {
+                let Some(field) = from.field_ref.as_ref() else {
+                    return Err(format!("env `{}`: only `valueFrom.fieldRef` is supported by the local backend's nodes (not Secrets, ConfigMaps or resources); expected `value` or `fieldRef`", var.name).into());
+                };
+                let path = field.field_path.as_str();
+                let keyed = |prefix: &str, map: &Option<BTreeMap<String, String>>| {
+                    path.strip_prefix(prefix)
+                        .and_then(|r| r.strip_suffix("']"))
+                        .map(|k| {
+                            map.as_ref()
+                                .and_then(|m| m.get(k))
+                                .cloned()
+                                .unwrap_or_default()
+                        })
+                };
+                match path {
+                    "metadata.name" => meta.name.clone().unwrap_or_default(),
+                    "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
+                    "metadata.uid" => meta.uid.clone().unwrap_or_default(),
+                    "spec.nodeName" => pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
+                    "spec.serviceAccountName" => pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.service_account_name.clone())
+                        .unwrap_or_else(|| "default".into()),
+                    "status.podIP" | "status.podIPs" | "status.hostIP" | "status.hostIPs" => {
+                        PROGRAM_POD_IP.to_owned()
+                    }
+                    _ => match keyed("metadata.labels['", &meta.labels)
+                        .or_else(|| keyed("metadata.annotations['", &meta.annotations))
+                    {
+                        Some(v) => v,
+                        None => {
+                            return Err(format!("env `{}`: field `{path}` is not one the downward API gives; expected metadata.name, metadata.namespace, metadata.uid, metadata.labels['KEY'], metadata.annotations['KEY'], spec.nodeName, spec.serviceAccountName, status.podIP or status.hostIP", var.name).into())
+                        }
+                    },
+                }
+            }
+        };
+        out.push((var.name.clone(), value));
+    }
+    Ok(out)
+}
+
+/// Expand `$(VAR)` references to `env`, as the kubelet does in `command`, `args` and `env`
+/// values: an unknown reference stays as written, `$$` is a literal `$`.
+fn expand(text: &str, env: &[(String, String)]) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(close) = after.strip_prefix('(').and_then(|r| r.find(')')) {
+            let name = &after[1..1 + close];
+            match env.iter().rev().find(|(k, _)| k == name) {
+                Some((_, v)) => out.push_str(v),
+                None => out.push_str(&rest[i..i + 2 + close + 1]),
+            }
+            rest = &after[close + 2..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn ready_node(name: &str, clock: &dyn Clock) -> Node {
@@ -429,25 +634,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn references_expand_as_the_kubelet_expands_them() {
+        let env = vec![
+            ("POD".to_owned(), "op-1".to_owned()),
+            ("NS".to_owned(), "ops".to_owned()),
+        ];
+        assert_eq!(expand("--id=$(POD).$(NS)", &env), "--id=op-1.ops");
+        assert_eq!(expand("$(MISSING)/$$(POD)/$", &env), "$(MISSING)/$(POD)/$");
+        assert_eq!(expand("$(POD", &env), "$(POD");
+    }
+
+    #[test]
+    fn the_downward_api_fills_the_environment_and_the_rest_is_refused_by_name() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "op-1", "namespace": "ops", "uid": "u1", "labels": {"app": "op"}},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c"}]},
+        }))
+        .unwrap();
+        let c: k8s_openapi::api::core::v1::Container = serde_json::from_value(json!({
+            "name": "c",
+            "env": [
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "ID", "value": "$(POD_NAME)@$(IP)"},
+            ],
+        }))
+        .unwrap();
+        let env = environment(&pod, &c).unwrap();
+        assert_eq!(env[0], ("POD_NAME".into(), "op-1".into()));
+        assert_eq!(env[1], ("APP".into(), "op".into()));
+        assert_eq!(env[3], ("ID".into(), "op-1@127.0.0.1".into()));
+        let secret: k8s_openapi::api::core::v1::Container = serde_json::from_value(json!({
+            "name": "c",
+            "env": [{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        }))
+        .unwrap();
+        let e = environment(&pod, &secret).unwrap_err().to_string();
+        assert!(e.contains("env `PASSWORD`"), "{e}");
+    }
+
+    #[test]
     fn remove_holds_every_pod_of_a_component_and_start_lets_them_go() {
+        let s = PodGroup::Component(Component::KubeScheduler);
+        let cm = PodGroup::Component(Component::KubeControllerManager);
         let known = BTreeMap::from([
-            ("kube-system/s-a".to_owned(), Component::KubeScheduler),
-            ("kube-system/s-b".to_owned(), Component::KubeScheduler),
-            (
-                "kube-system/cm-a".to_owned(),
-                Component::KubeControllerManager,
-            ),
+            ("kube-system/s-a".to_owned(), s.clone()),
+            ("kube-system/s-b".to_owned(), s.clone()),
+            ("kube-system/cm-a".to_owned(), cm.clone()),
+            ("ops/op-1".to_owned(), PodGroup::Agent("op".into())),
         ]);
         let mut held = BTreeSet::new();
         let running = |p: &str| p != "kube-system/s-b";
-        let (stop, touched) = plan_op(
-            &known,
-            &mut held,
-            running,
-            Component::KubeScheduler,
-            None,
-            ContainerOp::Remove,
-        );
+        let (stop, touched) = plan_op(&known, &mut held, running, &s, None, ContainerOp::Remove);
         assert_eq!(stop, vec!["kube-system/s-a"]);
         assert_eq!(touched, vec!["kube-system/s-a", "kube-system/s-b"]);
         assert_eq!(held.len(), 2);
@@ -457,20 +696,13 @@ mod tests {
             &known,
             &mut none,
             |_| true,
-            Component::KubeControllerManager,
+            &cm,
             Some("cm-a"),
             ContainerOp::Kill,
         );
         assert_eq!(stop, vec!["kube-system/cm-a"]);
         assert!(none.is_empty());
-        let (stop, touched) = plan_op(
-            &known,
-            &mut held,
-            running,
-            Component::KubeScheduler,
-            None,
-            ContainerOp::Start,
-        );
+        let (stop, touched) = plan_op(&known, &mut held, running, &s, None, ContainerOp::Start);
         assert!(stop.is_empty());
         assert_eq!(touched.len(), 2);
         assert!(held.is_empty());

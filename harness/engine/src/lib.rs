@@ -22,6 +22,7 @@ pub(crate) mod elector;
 pub mod explore;
 pub(crate) mod fake_node;
 pub mod kubeclient;
+pub mod manifests;
 pub mod observer;
 pub mod recover;
 pub mod run;

@@ -41,9 +41,9 @@ pub fn up(args: &UpArgs) -> End {
         .into_iter()
         .filter(|(_, n)| *n > 0)
         .collect(),
-        agents: Vec::new(),
         self_hosted: args.self_hosted,
         purpose: "cluster up".into(),
+        ..Spec::default()
     };
     rt.block_on(async {
         let mut say = |line: &str| eprintln!("{line}");

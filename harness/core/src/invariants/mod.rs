@@ -105,8 +105,15 @@ impl<'a> Timeline<'a> {
         if !mentioned {
             return true;
         }
+        // `NAME_INCARNATION` is how kubechaos names the processes it starts; a pod's program
+        // makes its own identity (`PODNAME_RANDOM`), whose suffix says nothing of incarnations.
+        let pod = self
+            .events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::CandidatePod { process: p, .. } if p == process));
         let wanted = identity
             .rsplit_once('_')
+            .filter(|_| !pod)
             .and_then(|(_, i)| i.parse::<u32>().ok());
         match (self.incarnation_at(process, t), wanted) {
             (Some(running), Some(wanted)) => running == wanted,
@@ -114,9 +121,29 @@ impl<'a> Timeline<'a> {
         }
     }
 
-    /// The processes that compete for a lease: the scenario's replicas, or for a self-hosted
-    /// component every pod of it that ran (its name starts with the component's).
+    /// The processes that compete for a lease: the scenario's replicas, for a self-hosted
+    /// component every pod of it that ran (its name starts with the component's), and for a pod
+    /// agent every pod the timeline said was one of its candidates.
     fn candidates(&self, s: &Scenario, lease: &LeaseRef) -> Vec<String> {
+        if let Some(agent) = s
+            .cluster
+            .agents
+            .iter()
+            .find(|a| a.is_pods() && &a.lease == lease)
+        {
+            let mut out: Vec<String> = Vec::new();
+            for e in self.events {
+                if let EventKind::CandidatePod {
+                    agent: a, process, ..
+                } = &e.kind
+                {
+                    if *a == agent.name && !out.contains(process) {
+                        out.push(process.clone());
+                    }
+                }
+            }
+            return out;
+        }
         let component = crate::scenario::Component::ALL
             .into_iter()
             .find(|c| &c.lease() == lease);

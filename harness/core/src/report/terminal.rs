@@ -19,6 +19,13 @@ pub fn cluster_line(s: &Scenario) -> String {
         parts.push(format!("{} ×{}", c.name(), spec.replicas));
     }
     for a in &s.cluster.agents {
+        if let Some(p) = &a.pods {
+            parts.push(format!(
+                "pod agent {} (pods `{}` in {})",
+                a.name, p.selector, p.namespace
+            ));
+            continue;
+        }
         let runs = match &a.command {
             Some(cmd) => format!("`{}`", cmd.join(" ")),
             None => format!(
@@ -27,6 +34,15 @@ pub fn cluster_line(s: &Scenario) -> String {
             ),
         };
         parts.push(format!("agent group {} ×{} ({runs})", a.name, a.replicas));
+    }
+    if !s.cluster.manifests.is_empty() {
+        let files: Vec<&str> = s
+            .cluster
+            .manifests
+            .iter()
+            .map(|m| m.written.as_str())
+            .collect();
+        parts.push(format!("manifests {}", files.join(", ")));
     }
     parts.join(", ")
 }
@@ -75,6 +91,9 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
             EventKind::PodBound { pod, node } => Some(format!("bound     {pod} -> {node}")),
             EventKind::ProcessNote { process, message } => {
                 Some(format!("note      {process}: {message}"))
+            }
+            EventKind::CandidatePod { agent, pod, .. } => {
+                Some(format!("candidate {pod} of agent/{agent}"))
             }
             EventKind::ReportRejected {
                 process,

@@ -18,9 +18,12 @@ pub(crate) const SCENARIO_KEYS: &[&str] = &[
     "duration",
 ];
 /// Keys of `cluster:`.
-pub(crate) const CLUSTER_KEYS: &[&str] = &["nodes", "components", "self-hosted", "agents"];
+pub(crate) const CLUSTER_KEYS: &[&str] =
+    &["nodes", "components", "self-hosted", "agents", "manifests"];
 /// Keys of an agent group.
-pub(crate) const AGENT_KEYS: &[&str] = &["name", "replicas", "lease", "mode", "command"];
+pub(crate) const AGENT_KEYS: &[&str] = &[
+    "name", "replicas", "lease", "mode", "command", "pods", "leading",
+];
 /// Keys of a step besides its action.
 pub(crate) const STEP_KEYS: &[&str] = &["at", "id", "for"];
 /// The action keys of a step.
@@ -423,6 +426,34 @@ impl Decoder {
                 }
             }
         }
+        let mut manifests = Vec::new();
+        if let Some(n) = f.get("manifests") {
+            match &n.value {
+                Value::Seq(items) => {
+                    for item in items {
+                        match &item.value {
+                            Value::Str(path) if !path.trim().is_empty() => {
+                                manifests.push(Manifest {
+                                    written: path.clone(),
+                                    file: std::path::PathBuf::from(path),
+                                    objects: Vec::new(),
+                                    pos: item.pos,
+                                })
+                            }
+                            other => {
+                                self.problem(item.pos, format!("an entry of `cluster.manifests` is {}; expected the path of a YAML manifest, relative to the scenario file", if matches!(other, Value::Str(_)) { "empty" } else { other.kind() }));
+                                ok = false;
+                            }
+                        }
+                    }
+                }
+                Value::Null => {}
+                other => {
+                    self.problem(n.pos, format!("`cluster.manifests` is {}; expected a list of files like `[my-operator.yaml]`, relative to the scenario file", other.kind()));
+                    ok = false;
+                }
+            }
+        }
         if !ok {
             return None;
         }
@@ -431,6 +462,7 @@ impl Decoder {
             components,
             self_hosted: self_hosted?,
             agents,
+            manifests,
         })
     }
 
@@ -499,16 +531,117 @@ impl Decoder {
             self.problem(node.pos, "an agent has both `mode` and `command`; expected one: `mode` runs the reference agent, `command` runs your own program");
             ok = false;
         }
+        let pods = match f.get("pods") {
+            Some(n) => {
+                let p = self.pods(n);
+                ok &= p.is_some();
+                p
+            }
+            None => None,
+        };
+        if pods.is_some() {
+            for key in ["replicas", "mode", "command"] {
+                if let Some(pos) = f.key_pos(key) {
+                    self.problem(pos, format!("a pod agent (`pods`) has `{key}`; expected none: its candidates are the pods its selector matches, running what their manifests say"));
+                    ok = false;
+                }
+            }
+        }
+        let leading = match f.get("leading") {
+            Some(n) => {
+                let l = self.leading(n);
+                ok &= l.is_some();
+                if pods.is_none() && command.is_none() {
+                    self.problem(n.pos, "`leading` on the reference agent; expected it only with `pods` or `command`: the reference agent reports its leadership itself");
+                    ok = false;
+                }
+                l
+            }
+            None => None,
+        };
         if !ok {
             return None;
         }
         Some(AgentSpec {
             name: name?,
-            replicas: replicas?,
+            replicas: if pods.is_some() { 0 } else { replicas? },
             lease: lease?,
             mode,
             command,
+            pods,
+            leading,
             pos: node.pos,
+        })
+    }
+
+    /// `pods: {namespace: NS, selector: LABELS}` of a pod agent.
+    fn pods(&mut self, node: &Node) -> Option<PodsRef> {
+        let what = "`agent.pods`";
+        let f = self.fields(node, what, &["namespace", "selector"])?;
+        let namespace = self
+            .required(&f, node.pos, "namespace", what)
+            .and_then(|n| self.string(n, "`agent.pods.namespace`"));
+        if let Some(ns) = &namespace {
+            if !is_dns_label(ns) {
+                self.problem(f.get("namespace").map(|n| n.pos).unwrap_or(node.pos), format!("`{ns}` is not a namespace name; expected lower-case letters, digits and `-`"));
+                return None;
+            }
+        }
+        let selector = self
+            .required(&f, node.pos, "selector", what)
+            .and_then(|n| self.string(n, "`agent.pods.selector`"));
+        if let Some(sel) = &selector {
+            let pos = f.get("selector").map(|n| n.pos).unwrap_or(node.pos);
+            if sel.trim().is_empty() {
+                self.problem(pos, "`agent.pods.selector` is empty; expected a label selector that picks the agent's pods, like `app=my-operator`");
+                return None;
+            }
+            if let Err(e) = crate::selector::parse(sel) {
+                self.problem(pos, format!("`agent.pods.selector`: {e}; expected a label selector like `app=my-operator` or `app=x,tier!=web`"));
+                return None;
+            }
+        }
+        Some(PodsRef {
+            namespace: namespace?,
+            selector: selector?,
+        })
+    }
+
+    /// `leading: {started: REGEX, stopped: REGEX}`.
+    fn leading(&mut self, node: &Node) -> Option<LeadingPatterns> {
+        let what = "`agent.leading`";
+        let f = self.fields(node, what, &["started", "stopped"])?;
+        let pattern = |d: &mut Self, key: &str| -> Option<Option<String>> {
+            let Some(n) = f.get(key) else {
+                return Some(None);
+            };
+            let text = d.string(n, &format!("`agent.leading.{key}`"))?;
+            match regex::Regex::new(&text) {
+                Ok(_) if text.is_empty() => {
+                    d.problem(n.pos, format!("`agent.leading.{key}` is empty; expected a regular expression that its log lines match, like `successfully acquired lease`"));
+                    None
+                }
+                Ok(_) => Some(Some(text)),
+                Err(e) => {
+                    let why = e.to_string();
+                    let why = why.lines().last().unwrap_or("").trim().to_owned();
+                    d.problem(n.pos, format!("`agent.leading.{key}` is not a regular expression ({why}); expected one that its log lines match, like `successfully acquired lease`"));
+                    None
+                }
+            }
+        };
+        let started = pattern(self, "started");
+        let stopped = pattern(self, "stopped");
+        let started = match started? {
+            Some(s) => s,
+            None => {
+                self.problem(node.pos, "`agent.leading` has no `started`; expected `started: REGEX` (and optionally `stopped: REGEX`)");
+                return None;
+            }
+        };
+        Some(LeadingPatterns {
+            started,
+            stopped: stopped?,
         })
     }
 
@@ -935,6 +1068,83 @@ mod tests {
             "name: t\ncluster:\n  nodes: 2\n  components: {{kube-scheduler: {{replicas: 2}}}}\n  agents: [{{name: a, replicas: 2, lease: default/a}}]\nfaults:\n{faults}"
         );
         crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    fn agents(agents: &str) -> Result<Scenario, String> {
+        let yaml = format!("name: t\ncluster:\n  nodes: 1\n  agents:\n{agents}");
+        crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    /// A pod agent names its pods; what only agents kubechaos starts take, a selector that is
+    /// empty or not a selector, and patterns that do not compile are each said where they stand.
+    #[test]
+    fn pod_agents_take_a_namespace_and_a_selector_and_nothing_that_starts_replicas() {
+        let a = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {started: 'acquired lease', stopped: 'lost|stopped leading'}}\n").unwrap();
+        let op = &a.cluster.agents[0];
+        assert!(op.is_pods());
+        assert_eq!(op.replicas, 0, "a pod agent starts no replicas");
+        assert_eq!(op.pods.as_ref().unwrap().selector, "app=op");
+        assert_eq!(op.leading.as_ref().unwrap().stopped.as_deref(), Some("lost|stopped leading"));
+
+        let e = agents("    - {name: op, lease: ops/op, replicas: 2, mode: correct, command: [x], pods: {namespace: ops, selector: app=op}}\n").unwrap_err();
+        for key in ["replicas", "mode", "command"] {
+            assert!(e.contains(&format!("a pod agent (`pods`) has `{key}`")), "{e}");
+        }
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: ''}}\n").unwrap_err();
+        assert!(e.contains("t.yaml:5:66: `agent.pods.selector` is empty"), "{e}");
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: 'app=a b'}}\n").unwrap_err();
+        assert!(e.contains("`agent.pods.selector`: `a b` is not a label value"), "{e}");
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: Ops, selector: app=op}}\n").unwrap_err();
+        assert!(e.contains("`Ops` is not a namespace name"), "{e}");
+        let e = agents("    - {name: op, lease: ops/op, pods: {selector: app=op}}\n").unwrap_err();
+        assert!(e.contains("namespace"), "{e}");
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {started: 'acquired (lease'}}\n").unwrap_err();
+        assert!(e.contains("`agent.leading.started` is not a regular expression"), "{e}");
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {stopped: lost}}\n").unwrap_err();
+        assert!(e.contains("`agent.leading` has no `started`"), "{e}");
+        let e = agents("    - {name: op, lease: ops/op, mode: correct, leading: {started: x}}\n").unwrap_err();
+        assert!(e.contains("`leading` on the reference agent"), "{e}");
+        // A command agent may say how its log tells leadership.
+        assert!(agents("    - {name: op, lease: ops/op, command: [./op], leading: {started: x}}\n").is_ok());
+    }
+
+    /// A pod agent's pods have names, not numbers.
+    #[test]
+    fn pod_agents_refuse_replica_numbers() {
+        let yaml = "name: t\ncluster:\n  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]\nfaults:\n  - {at: 1s, kill: agent/op/0}\n  - {at: 2s, kill: agent/op/leader}\n";
+        let e = crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.yaml:5:20: target `agent/op/0`: agent `op` is a pod agent"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+
+    /// Manifests are read against the scenario file's directory when it is loaded: a missing
+    /// file is said at the scenario's line, a broken object at the manifest's own.
+    #[test]
+    fn manifests_are_read_when_the_scenario_is_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("m")).unwrap();
+        std::fs::write(
+            dir.path().join("m/ok.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: ops}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("m/bad.yaml"), "apiVersion: v1\nmetadata: {name: x}\n").unwrap();
+        let file = dir.path().join("t.yaml");
+        let load = |list: &str| {
+            std::fs::write(&file, format!("name: t\ncluster:\n  manifests: {list}\n")).unwrap();
+            crate::scenario::load(&file).map_err(|e| e.to_string())
+        };
+        let s = load("[m/ok.yaml]").unwrap();
+        assert_eq!(s.cluster.manifests[0].objects[0]["kind"], "Namespace");
+        assert_eq!(s.cluster.manifests[0].file, dir.path().join("m/ok.yaml"));
+        let e = load("[m/ok.yaml, m/missing.yaml]").unwrap_err();
+        assert!(e.contains("t.yaml:3:26: `cluster.manifests`: cannot read `m/missing.yaml`"), "{e}");
+        let e = load("[m/bad.yaml]").unwrap_err();
+        assert!(e.contains("m/bad.yaml:1:1: an object has no `kind`"), "{e}");
+        let e = load("m/ok.yaml").unwrap_err();
+        assert!(e.contains("`cluster.manifests` is a string; expected a list of files"), "{e}");
     }
 
     /// Every action key decodes to the model, is written back the way the format writes it, and

@@ -5,6 +5,7 @@
 
 pub(crate) mod decode;
 pub mod duration;
+pub(crate) mod manifest;
 pub(crate) mod model;
 pub mod validate;
 pub(crate) mod yaml;
@@ -189,6 +190,28 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, LoadError> {
         LoadError::Invalid(problems.into_iter().map(|(pos, m)| diag(pos, m)).collect())
     })?;
     scenario.source.path = path.to_path_buf();
+    // Manifests are read now, against the scenario file's directory: a missing file or a broken
+    // object is said at its own place, before anything runs.
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut elsewhere = Vec::new();
+    for m in &mut scenario.cluster.manifests {
+        m.file = base.join(&m.written);
+        match manifest::read(&m.file) {
+            Ok(objects) => m.objects = objects,
+            Err(found) => {
+                if found.iter().any(|d| {
+                    d.path == m.file && d.pos.line == 1 && d.message.starts_with("cannot read")
+                }) {
+                    elsewhere.push(diag(m.pos, format!("`cluster.manifests`: cannot read `{}` ({}); expected a YAML file of Kubernetes objects, its path relative to the scenario file", m.written, m.file.display())));
+                } else {
+                    elsewhere.extend(found);
+                }
+            }
+        }
+    }
+    if !elsewhere.is_empty() {
+        return Err(LoadError::Invalid(elsewhere));
+    }
     let mut problems = validate::validate(&scenario);
     if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
         if path.extension().is_some_and(|e| e == "yaml" || e == "yml") && stem != scenario.name {

@@ -78,6 +78,27 @@ pub struct Cluster {
     /// Leader-elected workloads.
     #[schemars(default)]
     pub agents: Vec<AgentSpec>,
+    /// Kubernetes manifests (YAML, paths relative to the scenario file) applied once the
+    /// cluster is ready (local); a pod whose container has a `command` runs it on this machine.
+    #[schemars(default, with = "Vec<String>")]
+    pub manifests: Vec<Manifest>,
+}
+
+/// A manifest file of `cluster.manifests`, read and checked when the scenario is loaded.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    /// The path as the scenario file writes it.
+    pub written: String,
+    /// The file, resolved against the scenario file's directory.
+    pub file: PathBuf,
+    /// Its objects, in file order, as JSON (each has `apiVersion`, `kind` and `metadata.name`).
+    pub objects: Vec<serde_json::Value>,
+    /// Where the scenario file names it.
+    pub pos: Pos,
+}
+
+fn default_replicas() -> u32 {
+    1
 }
 
 fn default_nodes() -> u32 {
@@ -91,6 +112,7 @@ impl Default for Cluster {
             components: BTreeMap::new(),
             self_hosted: false,
             agents: Vec::new(),
+            manifests: Vec::new(),
         }
     }
 }
@@ -153,8 +175,9 @@ pub struct AgentSpec {
     /// Group name; targets are `agent/NAME`, `agent/NAME/1`, `agent/NAME/leader`.
     #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"))]
     pub name: String,
-    /// Number of replicas, each a candidate for the lease.
-    #[schemars(range(min = 1, max = 16))]
+    /// Number of replicas kubechaos starts, each a candidate for the lease (default 1; none for
+    /// a pod agent, whose candidates are its pods).
+    #[schemars(range(min = 1, max = 16), default = "default_replicas")]
     pub replicas: u32,
     /// The Lease the replicas compete for, `NAMESPACE/NAME`.
     #[schemars(with = "LeaseText")]
@@ -163,9 +186,42 @@ pub struct AgentSpec {
     pub mode: Option<AgentMode>,
     /// Your own program instead of the reference agent (local and kube backends).
     pub command: Option<Vec<String>>,
+    /// Software already running as pods: its candidates are the pods the selector matches
+    /// (a pod agent; local backend: pods of `cluster.manifests`).
+    pub pods: Option<PodsRef>,
+    /// How the program's log lines say it leads (regular expressions); pod and command agents.
+    pub leading: Option<LeadingPatterns>,
     /// Where the entry stands in the file.
     #[schemars(skip)]
     pub pos: Pos,
+}
+
+impl AgentSpec {
+    /// Whether its candidates are pods (`pods:`), not replicas kubechaos starts.
+    pub fn is_pods(&self) -> bool {
+        self.pods.is_some()
+    }
+}
+
+/// The pods of a pod agent.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct PodsRef {
+    /// Their namespace.
+    #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"))]
+    pub namespace: String,
+    /// A label selector, as `kubectl -l` takes it: `app=my-operator`.
+    pub selector: String,
+}
+
+/// Regular expressions that a program's log lines match when it starts and stops leading.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LeadingPatterns {
+    /// A line saying it now leads: `successfully acquired lease`.
+    pub started: String,
+    /// A line saying it stopped leading: `leader election lost|stopped leading`.
+    pub stopped: Option<String>,
 }
 
 /// `NAMESPACE/NAME` of a Lease.

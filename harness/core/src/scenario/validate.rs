@@ -217,6 +217,9 @@ fn check_target(s: &Scenario, target: &Target) -> Option<String> {
                     format!("target `{target}`: no agent group `{name}`; expected one of {}", ticked(&known))
                 })
             }
+            Some(a) if a.is_pods() && matches!(sel, Selector::Index(_)) => Some(format!(
+                "target `{target}`: agent `{name}` is a pod agent, whose pods have names, not numbers; expected `agent/{name}` (its pods) or `agent/{name}/leader` (the pod holding its Lease)"
+            )),
             Some(a) => check_index(target, *sel, a.replicas),
         },
     }

@@ -159,9 +159,8 @@ pub(crate) struct SyntaxError {
     pub(crate) message: String,
 }
 
-/// Parse a document into a node tree under a strict budget: few aliases, shallow nesting. The
-/// caller checks size and encoding first.
-pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
+/// The parser's options: a strict budget (few aliases, shallow nesting).
+fn options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_aliases = 100;
     budget.max_anchors = 100;
@@ -171,9 +170,23 @@ pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
     budget.max_total_scalar_bytes = MAX_FILE_BYTES;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
-    match serde_saphyr::from_str_with_options::<Node>(text, options) {
-        Ok(node) => Ok(node),
-        Err(err) => {
+    options
+}
+
+/// Parse a document into a node tree under a strict budget: few aliases, shallow nesting. The
+/// caller checks size and encoding first.
+pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
+    serde_saphyr::from_str_with_options::<Node>(text, options()).map_err(syntax_error)
+}
+
+/// Parse every document of a stream (`---` between them), under the same budget.
+pub(crate) fn parse_all(text: &str) -> Result<Vec<Node>, SyntaxError> {
+    serde_saphyr::from_multiple_with_options::<Node>(text, options()).map_err(syntax_error)
+}
+
+fn syntax_error(err: serde_saphyr::Error) -> SyntaxError {
+    {
+        {
             let pos = err
                 .location()
                 .map(|l| Pos {
@@ -191,7 +204,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
             if message.contains("budget breached") {
                 message = format!("the document is too large once its aliases are expanded or too deeply nested ({message}); a scenario file needs neither");
             }
-            Err(SyntaxError { pos, message })
+            SyntaxError { pos, message }
         }
     }
 }

@@ -8,14 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::backoff::{backoff, BACKOFF_RESET};
-use crate::fake_node::ContainerOp;
+use crate::fake_node::{ContainerOp, PodGroup};
 use crate::observer::Command;
 use kubechaos_core::events::{EventKind, Recorder};
 use kubechaos_core::plan::PlannedKind;
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::{
-    Action, Component, LeaseRef, ProcessOp, Scenario, Selector, Target,
-};
+use kubechaos_core::scenario::{Action, LeaseRef, ProcessOp, Scenario, Selector, Target};
 
 /// The API server's process name.
 pub(crate) const API_SERVER: &str = "api-server";
@@ -69,9 +67,12 @@ pub(crate) trait World {
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String>;
     /// Hand an API-level action to the observer.
     fn command(&mut self, c: Command);
-    /// A self-hosted component's processes are its pods' containers: carry out `op` on those of
-    /// component `c` (every pod, or only the pod named `only`). Returns the pods touched.
-    fn containers(&mut self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String>;
+    /// A self-hosted component's or a pod agent's processes are its pods' containers: carry out
+    /// `op` on those of `group` (every pod, or only the pod named `only`). Returns the pods
+    /// touched.
+    fn containers(&mut self, group: &PodGroup, only: Option<&str>, op: ContainerOp) -> Vec<String>;
+    /// The processes (named by their pods) of `group`'s pods that run now.
+    fn pods(&mut self, group: &PodGroup) -> Vec<String>;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,6 +234,14 @@ impl<W: World> Driver<W> {
                 c.lease(),
             ),
             Target::Agent(name, sel) => match s.cluster.agents.iter().find(|a| &a.name == name) {
+                Some(a) if a.is_pods() => {
+                    let pods = self.world.pods(&PodGroup::Agent(a.name.clone()));
+                    return match sel {
+                        Selector::Leader => self.leader_pod(&a.lease, &pods).into_iter().collect(),
+                        // Validation refuses replica numbers of pod agents.
+                        Selector::All | Selector::Index(_) => pods,
+                    };
+                }
                 Some(a) => (a.name.clone(), a.replicas, *sel, a.lease.clone()),
                 None => return Vec::new(),
             },
@@ -246,6 +255,34 @@ impl<W: World> Driver<W> {
                 .filter(|h| (0..replicas).any(|i| process_name(&group, i) == *h))
                 .into_iter()
                 .collect(),
+        }
+    }
+
+    /// Of `pods` (process names, named by their pods), the one holding `lease` now: the holder
+    /// identity names it (client-go and controller-runtime write the pod name, or
+    /// `PODNAME_UUID`), or starts with its name (other conventions: the longest such name).
+    fn leader_pod(&mut self, lease: &LeaseRef, pods: &[String]) -> Option<String> {
+        let holder = self.world.lease_holder(lease)?;
+        pods.iter()
+            .filter(|p| holder.starts_with(p.as_str()))
+            .max_by_key(|p| p.len())
+            .cloned()
+    }
+
+    /// Whose pods a target on pod-run processes stands for: a self-hosted component's, or a pod
+    /// agent's. `None` for processes kubechaos runs itself.
+    fn pod_group(s: &Scenario, t: &Target) -> Option<(PodGroup, Selector, LeaseRef)> {
+        match t {
+            Target::Component(c, sel) if s.cluster.self_hosted => {
+                Some((PodGroup::Component(*c), *sel, c.lease()))
+            }
+            Target::Agent(name, sel) => s
+                .cluster
+                .agents
+                .iter()
+                .find(|a| &a.name == name && a.is_pods())
+                .map(|a| (PodGroup::Agent(a.name.clone()), *sel, a.lease.clone())),
+            _ => None,
         }
     }
 
@@ -315,18 +352,16 @@ impl<W: World> Driver<W> {
                 self.resolved.insert(step, vec![name.to_owned()]);
                 describe(&touched, &format!("{name} was already in that state"))
             }
-            Action::Kill(Target::Component(c, sel)) | Action::Remove(Target::Component(c, sel))
-                if s.cluster.self_hosted =>
+            Action::Kill(t) | Action::Remove(t) | Action::Start(t)
+                if Self::pod_group(s, t).is_some() =>
             {
-                let op = if matches!(action, Action::Remove(_)) {
-                    ContainerOp::Remove
-                } else {
-                    ContainerOp::Kill
+                let (group, sel, lease) = Self::pod_group(s, t).expect("a pod group");
+                let op = match action {
+                    Action::Remove(_) => ContainerOp::Remove,
+                    Action::Start(_) => ContainerOp::Start,
+                    _ => ContainerOp::Kill,
                 };
-                self.pods(*c, *sel, op)
-            }
-            Action::Start(Target::Component(c, sel)) if s.cluster.self_hosted => {
-                self.pods(*c, *sel, ContainerOp::Start)
+                self.pods(&group, sel, &lease, op)
             }
             Action::Kill(t) | Action::Remove(t) => {
                 let hold = matches!(action, Action::Remove(_));
@@ -411,17 +446,31 @@ impl<W: World> Driver<W> {
         }
     }
 
-    /// `kill`, `remove` or `start` on a self-hosted component: its pods' containers.
-    fn pods(&mut self, c: Component, sel: Selector, op: ContainerOp) -> String {
+    /// `kill`, `remove` or `start` on a self-hosted component or a pod agent: its pods'
+    /// containers.
+    fn pods(
+        &mut self,
+        group: &PodGroup,
+        sel: Selector,
+        lease: &LeaseRef,
+        op: ContainerOp,
+    ) -> String {
         let only = match sel {
-            Selector::Leader => match self.world.lease_holder(&c.lease()) {
-                Some(holder) => Some(holder),
-                None => return "no pod matched (no leader at the time)".into(),
-            },
-            // The backend's check allows only `all` and `leader` here.
+            Selector::Leader => {
+                let pods = self.world.pods(group);
+                let leader = match group {
+                    PodGroup::Agent(_) => self.leader_pod(lease, &pods),
+                    PodGroup::Component(_) => self.world.lease_holder(lease),
+                };
+                match leader {
+                    Some(pod) => Some(pod),
+                    None => return "no pod matched (no leader at the time)".into(),
+                }
+            }
+            // The backend's check and validation allow only `all` and `leader` here.
             Selector::All | Selector::Index(_) => None,
         };
-        let touched = self.world.containers(c, only.as_deref(), op);
+        let touched = self.world.containers(group, only.as_deref(), op);
         if touched.is_empty() {
             "no pod's container was in that state".into()
         } else {
@@ -461,8 +510,9 @@ impl<W: World> Driver<W> {
 
     fn undo(&mut self, s: &Scenario, step: usize, action: &Action, now: Duration) -> String {
         let touched: Vec<String> = match action {
-            Action::Remove(Target::Component(c, _)) if s.cluster.self_hosted => {
-                self.world.containers(*c, None, ContainerOp::Start)
+            Action::Remove(t) if Self::pod_group(s, t).is_some() => {
+                let (group, ..) = Self::pod_group(s, t).expect("a pod group");
+                self.world.containers(&group, None, ContainerOp::Start)
             }
             Action::Partition(_) => self.heal_step(step),
             Action::ApiServer(_) | Action::Etcd(_) | Action::Remove(_) => {
@@ -501,6 +551,8 @@ mod tests {
         exiting: BTreeSet<String>,
         /// The holder of every Lease.
         holder: Option<String>,
+        /// The pods of every pod group.
+        pods: Vec<String>,
     }
 
     impl WorldClock for Fake {
@@ -543,9 +595,18 @@ mod tests {
         fn command(&mut self, c: Command) {
             self.calls.push(format!("command {c:?}"));
         }
-        fn containers(&mut self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
-            self.calls.push(format!("containers {c} {only:?} {op:?}"));
-            vec![format!("{c}-pod")]
+        fn containers(
+            &mut self,
+            group: &PodGroup,
+            only: Option<&str>,
+            op: ContainerOp,
+        ) -> Vec<String> {
+            self.calls
+                .push(format!("containers {group} {only:?} {op:?}"));
+            vec![format!("{group}-pod")]
+        }
+        fn pods(&mut self, _: &PodGroup) -> Vec<String> {
+            self.pods.clone()
         }
     }
 
@@ -800,6 +861,42 @@ mod tests {
                 "containers kube-scheduler None Remove",
                 "containers kube-scheduler None Start",
                 "containers kube-scheduler Some(\"kube-scheduler-abc\") Kill"
+            ]
+        );
+    }
+
+    /// A pod agent's leader is the pod whose name its holder identity starts with (here
+    /// `PODNAME_RANDOM`, as client-go programs write it); its kill is its container's, its
+    /// partition cuts that pod's own link, and `agent/NAME` stands for every pod running now.
+    #[test]
+    fn a_pod_agents_targets_are_its_pods() {
+        let yaml = "name: t
+cluster:
+  nodes: 1
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+faults:
+  - {at: 1s, partition: [agent/op/leader, api-server], for: 2s}
+  - {at: 5s, kill: agent/op/leader}
+  - {at: 6s, remove: agent/op, for: 1s}
+";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let world = Fake {
+            holder: Some("op-7d9f-abcde_5f3a".into()),
+            pods: vec!["op-7d9f-abcd".into(), "op-7d9f-abcde".into()],
+            ..Fake::default()
+        };
+        let mut d = driver(world);
+        play(&mut d, &s, Duration::from_secs(8));
+        assert_eq!(
+            d.world.calls,
+            [
+                "cut op-7d9f-abcde->api-server",
+                "cut api-server->op-7d9f-abcde",
+                "mend op-7d9f-abcde->api-server",
+                "mend api-server->op-7d9f-abcde",
+                "containers agent/op Some(\"op-7d9f-abcde\") Kill",
+                "containers agent/op None Remove",
+                "containers agent/op None Start",
             ]
         );
     }

@@ -219,26 +219,69 @@ pub(crate) fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, Stri
     problems
 }
 
-/// The `command` agents whose program is not there to run: a path (with a `/`) names a file
-/// from the directory kubechaos runs in, a bare name one on `PATH`; either must be an executable
-/// file. Found before the run, not when its processes fail to start.
-pub(crate) fn missing_programs(s: &Scenario) -> Vec<(Pos, String)> {
+/// Whether `program` can be run: a path (with a `/`) names a file from the directory kubechaos
+/// runs in, a bare name one on `PATH`; either must be an executable file.
+fn runnable(program: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &std::path::Path| {
+    let file = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
+    if program.contains('/') {
+        file(std::path::Path::new(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| file(&dir.join(program))))
+    }
+}
+
+/// The programs of the manifests' pods (a Pod's containers, or the pod template's of a
+/// Deployment, StatefulSet, DaemonSet, ReplicaSet or Job) that are not there to run on the local
+/// backend's nodes; `kubechaos` is this executable.
+pub(crate) fn missing_pod_programs(s: &Scenario) -> Vec<(Pos, String)> {
+    let mut problems = Vec::new();
+    for m in &s.cluster.manifests {
+        for o in &m.objects {
+            let spec = match o.pointer("/spec/template/spec") {
+                Some(t) => Some(t),
+                None => (o["kind"] == "Pod").then(|| &o["spec"]),
+            };
+            let containers = spec
+                .and_then(|sp| sp["containers"].as_array())
+                .cloned()
+                .unwrap_or_default();
+            for c in containers {
+                let Some(program) = c.pointer("/command/0").and_then(|p| p.as_str()) else {
+                    continue;
+                };
+                if program == "kubechaos" || runnable(program) {
+                    continue;
+                }
+                let cwd = std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|_| ".".into());
+                problems.push((m.pos, format!(
+                    "{} {} in {}: container `{}` runs `{program}`, which is not an executable file {}; expected the path of a program on this machine (with a `/`, from the directory kubechaos runs in), a name on PATH, or `kubechaos`: the local backend's nodes run a pod's `command` on this machine, the image ignored",
+                    o["kind"].as_str().unwrap_or("object"),
+                    o.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or(""),
+                    m.written,
+                    c["name"].as_str().unwrap_or(""),
+                    if program.contains('/') { format!("(from {cwd})") } else { "on PATH".to_owned() },
+                )));
+            }
+        }
+    }
+    problems
+}
+
+/// The `command` agents whose program is not there to run (see [`runnable`]). Found before the
+/// run, not when its processes fail to start.
+pub(crate) fn missing_programs(s: &Scenario) -> Vec<(Pos, String)> {
     let mut problems = Vec::new();
     for a in &s.cluster.agents {
         let Some(program) = a.command.as_ref().and_then(|c| c.first()) else {
             continue;
         };
-        let found = if program.contains('/') {
-            runnable(std::path::Path::new(program))
-        } else {
-            std::env::var_os("PATH").is_some_and(|path| {
-                std::env::split_paths(&path).any(|dir| runnable(&dir.join(program)))
-            })
-        };
+        let found = runnable(program);
         if !found {
             let cwd = std::env::current_dir()
                 .map(|d| d.display().to_string())

@@ -155,7 +155,7 @@ impl Agents {
         for (g, group) in agents.groups.iter().enumerate() {
             for i in 0..group.replicas {
                 let name = process_name(&group.name, i);
-                let proxy = Proxy::start(addr).await.map_err(|e| KubeError::Agents {
+                let proxy = Proxy::start(addr).map_err(|e| KubeError::Agents {
                     what: format!("cannot start a proxy to {addr}: {e}"),
                 })?;
                 // The agent connects to the proxy, and checks the API server's certificate
@@ -207,7 +207,7 @@ impl Agents {
             &self.agent_exe,
         )?;
         let log = self.dir.path().join(format!("{name}.log"));
-        let child = pods::spawn(name, inc, &launch, &log, &self.hooks, Isolation::None)?;
+        let child = pods::spawn(name, inc, &launch, &log, &self.hooks, &Isolation::None)?;
         self.children.insert(name.to_owned(), child);
         self.incarnations.insert(name.to_owned(), inc);
         Ok(())

@@ -30,13 +30,13 @@ use tokio::sync::mpsc;
 use super::driver::{Exit, World, WorldClock};
 use super::realtime::{self, Interrupt, RealTime};
 use super::BackendError;
-use crate::fake_node::ContainerOp;
+use crate::fake_node::{ContainerOp, PodGroup};
 use crate::observer::{Command, Observer, PROBE_NAMESPACE};
 use crate::run::{Backend, Ready};
 use kubechaos_core::events::{fmt_ms, identity_process, EventKind, Recorder};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
-use kubechaos_core::scenario::{Action, Component, LeaseRef, Pos, Scenario, Selector, Target};
+use kubechaos_core::scenario::{Action, LeaseRef, Pos, Scenario, Selector, Target};
 
 mod agents;
 #[cfg(feature = "testcontainers")]
@@ -235,8 +235,11 @@ impl World for KubeWorld {
     fn command(&mut self, c: Command) {
         let _ = self.commands.send(c);
     }
-    fn containers(&mut self, _: Component, _: Option<&str>, _: ContainerOp) -> Vec<String> {
-        unreachable!("self-hosted scenarios are refused by the kube backend's check")
+    fn containers(&mut self, _: &PodGroup, _: Option<&str>, _: ContainerOp) -> Vec<String> {
+        unreachable!("self-hosted scenarios and pod agents are refused by the kube backend's check")
+    }
+    fn pods(&mut self, _: &PodGroup) -> Vec<String> {
+        unreachable!("pod agents are refused by the kube backend's check")
     }
 }
 
@@ -503,7 +506,10 @@ impl Kube {
         // The agents: processes on this machine, running from before time zero, once their
         // leases' namespaces exist; what the run makes of those (namespaces, Leases) it deletes,
         // and everything, if they do not come up or the run is interrupted meanwhile.
-        let hooks = Arc::new(crate::backend::local::run::RecorderHooks(recorder.clone()));
+        let hooks = Arc::new(crate::backend::local::run::RecorderHooks(
+            recorder.clone(),
+            crate::backend::local::run::LogPatterns::of(s),
+        ));
         let mut agents = match rt.block_on(Agents::prepare(s, target, hooks)) {
             Ok(a) => a,
             Err(e) => {

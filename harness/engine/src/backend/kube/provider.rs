@@ -196,6 +196,12 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
             ));
         }
     }
+    for a in s.cluster.agents.iter().filter(|a| a.is_pods()) {
+        problems.push((a.pos, format!("agent `{}` is a pod agent (`pods`): on `--backend kube` pod agents are not built yet (they run on `--backend local`, from `cluster.manifests`); expected `command:` or `mode:` agents on kube for now", a.name)));
+    }
+    for m in &s.cluster.manifests {
+        problems.push((m.pos, format!("`cluster.manifests` ({}): on `--backend kube` manifests are not applied yet (they are on `--backend local`); expected the workload installed in the cluster beforehand", m.written)));
+    }
     if s.cluster.self_hosted {
         problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));
     }

@@ -31,7 +31,8 @@ use tokio::process::Child;
 use super::build;
 use super::error::LocalError;
 use super::pki::{self, Pki};
-use super::pods::{self, signal_group, Launch, LocalContainers};
+pub use super::pods::PodAgent;
+use super::pods::{self, signal_group, Launch, LocalContainers, PodEnvironment};
 pub use super::pods::{Hooks, Quiet};
 use super::proxy::Proxy;
 use super::runs::RunRecord;
@@ -39,7 +40,7 @@ use crate::backend::driver::{API_SERVER, ETCD};
 use crate::clock::SystemClock;
 use crate::observer::PROBE_NAMESPACE;
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::{AgentMode, Component, LeaseRef, Scenario};
+use kubechaos_core::scenario::{AgentMode, Component, LeaseRef, Manifest, Scenario};
 
 /// What an agent replica runs.
 #[derive(Clone, Debug)]
@@ -77,6 +78,10 @@ pub struct Spec {
     /// The components run as Deployments, their pods run by the fake nodes
     /// ([`crate::selfhosted`]), rather than as processes of their own.
     pub self_hosted: bool,
+    /// Pod agents: their candidates are the pods (of the manifests) their selectors match.
+    pub pod_agents: Vec<(PodAgent, LeaseRef)>,
+    /// Objects applied once the control plane is up, before time zero.
+    pub manifests: Vec<Manifest>,
 }
 
 impl AgentGroup {
@@ -85,6 +90,7 @@ impl AgentGroup {
         s.cluster
             .agents
             .iter()
+            .filter(|a| !a.is_pods())
             .map(|a| AgentGroup {
                 name: a.name.clone(),
                 replicas: a.replicas,
@@ -152,6 +158,24 @@ impl Spec {
                 .collect(),
             agents: AgentGroup::of(s),
             self_hosted: s.cluster.self_hosted,
+            pod_agents: s
+                .cluster
+                .agents
+                .iter()
+                .filter_map(|a| {
+                    let p = a.pods.as_ref()?;
+                    Some((
+                        PodAgent {
+                            name: a.name.clone(),
+                            namespace: p.namespace.clone(),
+                            // Validated when the scenario was loaded.
+                            selector: kubechaos_core::selector::parse(&p.selector).ok()?,
+                        },
+                        a.lease.clone(),
+                    ))
+                })
+                .collect(),
+            manifests: s.cluster.manifests.clone(),
         }
     }
 
@@ -191,6 +215,7 @@ impl Spec {
             .map(|(c, _)| c.lease())
             .collect();
         out.extend(self.agents.iter().map(|a| a.lease.clone()));
+        out.extend(self.pod_agents.iter().map(|(_, l)| l.clone()));
         out
     }
 }
@@ -357,7 +382,7 @@ impl LocalCluster {
         let fixtures = build::fixtures_dir();
         let pins = build::Pins::read(&fixtures)?;
         let bins = build::ensure(&pins, &fixtures, say)?;
-        let agent_exe = if spec.agents.is_empty() {
+        let agent_exe = if spec.agents.is_empty() && spec.manifests.is_empty() {
             PathBuf::new()
         } else {
             agent_exe()?
@@ -404,7 +429,7 @@ impl LocalCluster {
         ]);
         let mut proxies = BTreeMap::new();
         let proxy = |target| async move {
-            Proxy::start(target).await.map_err(|e| LocalError::Machine {
+            Proxy::start(target).map_err(|e| LocalError::Machine {
                 what: "cannot start a proxy on 127.0.0.1".to_owned(),
                 source: Some(e),
             })
@@ -465,6 +490,12 @@ impl LocalCluster {
             bins.clone(),
             dir.clone(),
             hooks.clone(),
+            PodEnvironment {
+                api: Some(local(ports.api)),
+                ca: pki.cert("ca"),
+                kubechaos: agent_exe.clone(),
+                agents: spec.pod_agents.iter().map(|(a, _)| a.clone()).collect(),
+            },
         ));
         let mut cluster = LocalCluster {
             tempdir: if keep {
@@ -533,6 +564,18 @@ impl LocalCluster {
             for m in phases.lock().expect("phases").drain(..) {
                 say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
             }
+        }
+        if !spec.manifests.is_empty() {
+            let applied = crate::manifests::apply(&cluster.admin, &spec.manifests)
+                .await
+                .map_err(LocalError::Manifests)?;
+            say(&format!(
+                "applied {} object(s) of {} manifest(s) ({:.1}s): {}",
+                applied.len(),
+                spec.manifests.len(),
+                started.elapsed().as_secs_f64(),
+                applied.join(", ")
+            ));
         }
         cluster.wait_ready(started).await?;
         say(&format!(
@@ -720,7 +763,7 @@ impl LocalCluster {
                 &launch,
                 &log,
                 &self.hooks,
-                pods::Isolation::OwnHostname,
+                &pods::Isolation::OwnHostname,
             )?;
             self.children.insert(name.to_owned(), child);
         }
@@ -821,7 +864,13 @@ impl LocalCluster {
                     .await
                     .is_ok_and(|h| h.is_some());
                 if !held {
-                    missing.push(format!("lease {lease} not held"));
+                    match self.spec.pod_agents.iter().find(|(_, l)| *l == lease) {
+                        Some((a, _)) if !self.containers.ran_any(&a.name) => missing.push(format!(
+                            "no pod in namespace {} matching the selector of agent {} ran (its lease {lease} is not held); expected `cluster.manifests` (or the cluster) to make pods whose container has a `command`",
+                            a.namespace, a.name
+                        )),
+                        _ => missing.push(format!("lease {lease} not held")),
+                    }
                 }
             }
             let nodes = Api::<Node>::all(self.admin.clone())

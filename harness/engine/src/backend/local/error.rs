@@ -78,6 +78,9 @@ pub enum LocalError {
         /// What was missing.
         missing: Vec<String>,
     },
+    /// An object of the scenario's `cluster.manifests` could not be applied.
+    #[error("the scenario's manifests could not be applied")]
+    Manifests(#[source] crate::manifests::ManifestError),
     /// A client for the API server could not be made.
     #[error(transparent)]
     Client(#[from] ClientError),

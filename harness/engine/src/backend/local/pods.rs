@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,9 +19,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use super::error::LocalError;
-use crate::fake_node::{ContainerOp, Containers, PodBook};
+use super::proxy::Proxy;
+use crate::fake_node::{ContainerOp, Containers, PodBook, PodGroup, Program, Workload};
 use crate::selfhosted::HOST_CONFIG_DIR;
-use kubechaos_core::scenario::Component;
 
 /// Told about what the processes do: starts, and every line they print.
 pub trait Hooks: Send + Sync {
@@ -31,6 +32,8 @@ pub trait Hooks: Send + Sync {
     /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
     /// the ends of the processes it supervises itself.
     fn exited(&self, _process: &str, _reason: &str) {}
+    /// Pod `pod` (`NAMESPACE/NAME`) of pod agent `agent` runs for the first time, as `process`.
+    fn candidate(&self, _agent: &str, _pod: &str, _process: &str) {}
 }
 
 /// Hooks that do nothing (`cluster up`).
@@ -109,15 +112,33 @@ pub(crate) fn exited(
 pub(crate) type Launch = (PathBuf, Vec<String>, Vec<(String, String)>);
 
 /// How a child process is set apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Isolation {
     /// Its own UTS namespace, its hostname its process name (as a pod's is its name), so that
     /// upstream components' Lease identities (`HOSTNAME_UUID`) say which process leads. Needs
     /// root (`unshare --uts`).
     OwnHostname,
+    /// As [`Isolation::OwnHostname`], and what a pod's container sees: only the environment it
+    /// is given, and its own mount namespace in which `/var/run/secrets/kubernetes.io/serviceaccount`
+    /// is the directory `secrets` (bind-mounted over an overlay of `/run` whose writable layer
+    /// is a tmpfs on `scratch`; a plain tmpfs on `/run` where overlays cannot be made). Nothing
+    /// of it outlives the process: the mounts exist only in its namespace.
+    Pod {
+        /// The token, CA and namespace files.
+        secrets: PathBuf,
+        /// An empty directory for the overlay's writable layer.
+        scratch: PathBuf,
+        /// The working directory.
+        cwd: PathBuf,
+    },
     /// The machine's hostname: an agent of an existing cluster, run by any user.
     None,
 }
+
+/// The shell that sets a pod's process up before it `exec`s it: hostname, then the service
+/// account's files at the path client-go, controller-runtime and kube-rs read them from.
+/// `$0` is the hostname, `$1` the scratch directory, `$2` the secrets directory.
+const POD_SETUP: &str = r#"hostname "$0" && run=$(readlink -f /var/run) && mount -t tmpfs kubechaos "$1" && mkdir "$1/upper" "$1/work" && { mount -t overlay overlay -o "lowerdir=$run,upperdir=$1/upper,workdir=$1/work" "$run" 2>/dev/null || mount -t tmpfs kubechaos "$run"; } && mkdir -p "$run/secrets/kubernetes.io/serviceaccount" && mount --bind "$2" "$run/secrets/kubernetes.io/serviceaccount" && shift 2 && exec "$@""#;
 
 /// Start incarnation `inc` of process `name`: `bin args` with extra `env`, as
 /// `setpriv --pdeathsig KILL -- [unshare --uts -- sh -c 'hostname NAME && exec …']` in its own
@@ -128,7 +149,7 @@ pub(crate) fn spawn(
     (bin, args, env): &Launch,
     log: &Path,
     hooks: &Arc<dyn Hooks>,
-    isolation: Isolation,
+    isolation: &Isolation,
 ) -> Result<Child, LocalError> {
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -137,16 +158,34 @@ pub(crate) fn spawn(
         .map_err(LocalError::file("open", log))?;
     let mut command = Command::new("setpriv");
     command.args(["--pdeathsig", "KILL", "--"]);
-    if isolation == Isolation::OwnHostname {
-        command.args([
-            "unshare",
-            "--uts",
-            "--",
-            "sh",
-            "-c",
-            "hostname \"$0\" && exec \"$@\"",
-            name,
-        ]);
+    match isolation {
+        Isolation::OwnHostname => {
+            command.args([
+                "unshare",
+                "--uts",
+                "--",
+                "sh",
+                "-c",
+                "hostname \"$0\" && exec \"$@\"",
+                name,
+            ]);
+        }
+        Isolation::Pod {
+            secrets,
+            scratch,
+            cwd,
+        } => {
+            command
+                .args([
+                    "unshare", "--uts", "--mount", "--", "sh", "-c", POD_SETUP, name,
+                ])
+                .arg(scratch)
+                .arg(secrets)
+                .current_dir(cwd)
+                // A container gets only its own environment (the caller gives PATH).
+                .env_clear();
+        }
+        Isolation::None => {}
     }
     let mut child = command
         .arg(bin)
@@ -214,6 +253,33 @@ struct State {
     incarnations: BTreeMap<String, u32>,
     /// The pods started, their nodes, and which are held down (`remove`).
     book: PodBook,
+    /// Each program pod's own link to the API server (kept across its container's restarts, as
+    /// a pod's network is).
+    proxies: BTreeMap<String, Proxy>,
+}
+
+/// A pod agent, as the fake nodes know it: which pods are its candidates.
+#[derive(Clone, Debug)]
+pub struct PodAgent {
+    /// The group name.
+    pub name: String,
+    /// Its pods' namespace.
+    pub namespace: String,
+    /// Its pods' selector.
+    pub selector: kubechaos_core::selector::Selector,
+}
+
+/// What program pods need of their cluster.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PodEnvironment {
+    /// The API server, for each pod's own proxy.
+    pub(crate) api: Option<SocketAddr>,
+    /// The cluster CA certificate (`ca.crt` of the service account's files).
+    pub(crate) ca: PathBuf,
+    /// The program a command of `kubechaos` runs: this executable.
+    pub(crate) kubechaos: PathBuf,
+    /// The pod agents.
+    pub(crate) agents: Vec<PodAgent>,
 }
 
 /// The containers of every fake node of a local cluster: real binaries.
@@ -221,18 +287,147 @@ pub(crate) struct LocalContainers {
     bins: PathBuf,
     dir: PathBuf,
     hooks: Arc<dyn Hooks>,
+    env: PodEnvironment,
     state: Mutex<State>,
 }
 
 impl LocalContainers {
-    /// Containers that run the binaries in `bins`, with run directory `dir`.
-    pub(crate) fn new(bins: PathBuf, dir: PathBuf, hooks: Arc<dyn Hooks>) -> Self {
+    /// Containers that run the binaries in `bins`, with run directory `dir`; program pods get
+    /// `env`.
+    pub(crate) fn new(
+        bins: PathBuf,
+        dir: PathBuf,
+        hooks: Arc<dyn Hooks>,
+        env: PodEnvironment,
+    ) -> Self {
         LocalContainers {
             bins,
             dir,
             hooks,
+            env,
             state: Mutex::default(),
         }
+    }
+
+    /// The processes of `group`'s pods that run now.
+    pub(crate) fn pods(&self, group: &PodGroup) -> Vec<String> {
+        let st = self.state.lock().expect("containers");
+        st.book
+            .of(group)
+            .into_iter()
+            .filter(|p| st.running.contains_key(p))
+            .map(|p| Self::process(&p).to_owned())
+            .collect()
+    }
+
+    /// Whether a pod agent's pod has run yet (for the start: a selector that matches nothing).
+    pub(crate) fn ran_any(&self, agent: &str) -> bool {
+        let st = self.state.lock().expect("containers");
+        !st.book.of(&PodGroup::Agent(agent.to_owned())).is_empty()
+    }
+
+    /// Cut (true) or mend one direction of program pod `process`'s link to the API server:
+    /// `up` is pod to server. False when no such pod runs.
+    pub(crate) fn set_link(&self, process: &str, up: bool, cut: bool) -> bool {
+        let st = self.state.lock().expect("containers");
+        let Some(proxy) = st
+            .proxies
+            .iter()
+            .find(|(pod, _)| Self::process(pod) == process)
+            .map(|(_, p)| p)
+        else {
+            return false;
+        };
+        if up {
+            proxy.set_up(cut);
+        } else {
+            proxy.set_down(cut);
+        }
+        true
+    }
+
+    /// The pod agent whose pods a pod with these labels in `namespace` is.
+    fn agent_of(&self, pod: &str, labels: &BTreeMap<String, String>) -> Option<&PodAgent> {
+        let ns = pod.split('/').next().unwrap_or("");
+        self.env
+            .agents
+            .iter()
+            .find(|a| a.namespace == ns && a.selector.matches(labels))
+    }
+
+    /// How to start program pod `pod`: its files (token, CA, namespace; a home; scratch), its
+    /// own proxy, and its environment as a pod's: `KUBERNETES_SERVICE_*` naming its proxy, `PATH`
+    /// of this machine, `HOSTNAME`, `HOME`, then the container's own variables.
+    fn program_launch(
+        &self,
+        st: &mut State,
+        pod: &str,
+        program: &Program,
+    ) -> Result<(Launch, Isolation), LocalError> {
+        let root = self.dir.join("pods").join(pod.replace('/', "_"));
+        let secrets = root.join("serviceaccount");
+        let scratch = root.join("scratch");
+        let home = root.join("home");
+        for d in [&secrets, &scratch, &home] {
+            std::fs::create_dir_all(d).map_err(LocalError::file("create", d))?;
+        }
+        let ns = pod.split('/').next().unwrap_or("default");
+        std::fs::write(secrets.join("token"), &program.token)
+            .map_err(LocalError::file("write", secrets.join("token")))?;
+        std::fs::write(secrets.join("namespace"), ns)
+            .map_err(LocalError::file("write", secrets.join("namespace")))?;
+        std::fs::copy(&self.env.ca, secrets.join("ca.crt"))
+            .map_err(LocalError::file("copy", &self.env.ca))?;
+        let api = self
+            .env
+            .api
+            .ok_or_else(|| LocalError::Launch("no API server address for pods".into()))?;
+        if !st.proxies.contains_key(pod) {
+            let proxy = Proxy::start(api).map_err(|e| LocalError::Machine {
+                what: "cannot start a proxy on 127.0.0.1".to_owned(),
+                source: Some(e),
+            })?;
+            st.proxies.insert(pod.to_owned(), proxy);
+        }
+        let port = st.proxies[pod].addr.port().to_string();
+        let (first, args) = program
+            .argv
+            .split_first()
+            .ok_or_else(|| LocalError::Launch(format!("pod {pod} has an empty command")))?;
+        let bin = if first == "kubechaos" {
+            self.env.kubechaos.clone()
+        } else {
+            PathBuf::from(first)
+        };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let cwd = match &program.working_dir {
+            Some(d) if !d.is_empty() => cwd.join(d),
+            _ => cwd,
+        };
+        let mut env = vec![
+            (
+                "PATH".to_owned(),
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            ),
+            ("HOSTNAME".to_owned(), Self::process(pod).to_owned()),
+            ("HOME".to_owned(), home.display().to_string()),
+            ("KUBERNETES_SERVICE_HOST".to_owned(), "127.0.0.1".to_owned()),
+            ("KUBERNETES_SERVICE_PORT".to_owned(), port.clone()),
+            ("KUBERNETES_SERVICE_PORT_HTTPS".to_owned(), port.clone()),
+            (
+                "KUBERNETES_PORT".to_owned(),
+                format!("tcp://127.0.0.1:{port}"),
+            ),
+        ];
+        env.extend(program.env.iter().cloned());
+        Ok((
+            (bin, args.to_vec(), env),
+            Isolation::Pod {
+                secrets,
+                scratch,
+                cwd,
+            },
+        ))
     }
 
     /// Every child, running or stopping (for stopping them all).
@@ -267,12 +462,12 @@ impl LocalContainers {
         st.stopping.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
     }
 
-    /// A `kill`, `remove` or `start` step on self-hosted component `c` (all its pods, or only
-    /// pod `only`). Returns the pods touched.
-    pub(crate) fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+    /// A `kill`, `remove` or `start` step on a self-hosted component's or a pod agent's pods
+    /// (all, or only pod `only`). Returns the pods touched.
+    pub(crate) fn act(&self, group: &PodGroup, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         let mut st = self.state.lock().expect("containers");
         let running: BTreeSet<String> = st.running.keys().cloned().collect();
-        let (stop, touched) = st.book.plan(c, only, op, |p| running.contains(p));
+        let (stop, touched) = st.book.plan(group, only, op, |p| running.contains(p));
         let reason = match op {
             ContainerOp::Remove => "removed: its container is held down (SIGKILL)",
             _ => "killed (SIGKILL)",
@@ -321,24 +516,35 @@ impl Containers for LocalContainers {
         &self,
         node: &str,
         pod: &str,
-        c: Component,
-        args: &[String],
+        workload: &Workload,
     ) -> Result<(), crate::fake_node::ContainerError> {
-        let root = node_root(&self.dir, node);
-        let args: Vec<String> = args.iter().map(|a| on_node(a, &root)).collect();
         let name = Self::process(pod);
         let mut st = self.state.lock().expect("containers");
+        let (launch, isolation, group) = match workload {
+            Workload::Component(c, args) => {
+                let root = node_root(&self.dir, node);
+                let args: Vec<String> = args.iter().map(|a| on_node(a, &root)).collect();
+                (
+                    (self.bins.join(c.name()), args, Vec::new()),
+                    Isolation::OwnHostname,
+                    Some(PodGroup::Component(*c)),
+                )
+            }
+            Workload::Program(program) => {
+                let (launch, isolation) = self.program_launch(&mut st, pod, program)?;
+                let agent = self.agent_of(pod, &program.labels).map(|a| a.name.clone());
+                (launch, isolation, agent.map(PodGroup::Agent))
+            }
+        };
         let inc = st.incarnations.get(pod).copied().unwrap_or(0) + 1;
-        let child = spawn(
-            name,
-            inc,
-            &(self.bins.join(c.name()), args, Vec::new()),
-            &self.log(pod),
-            &self.hooks,
-            Isolation::OwnHostname,
-        )?;
+        if inc == 1 {
+            if let Some(PodGroup::Agent(agent)) = &group {
+                self.hooks.candidate(agent, pod, name);
+            }
+        }
+        let child = spawn(name, inc, &launch, &self.log(pod), &self.hooks, &isolation)?;
         st.incarnations.insert(pod.to_owned(), inc);
-        st.book.started(pod, node, c);
+        st.book.started(pod, node, group);
         st.running.insert(pod.to_owned(), child);
         Ok(())
     }
@@ -347,6 +553,7 @@ impl Containers for LocalContainers {
         let mut st = self.state.lock().expect("containers");
         self.stop_locked(&mut st, pod, true, reason);
         st.book.forget(pod);
+        st.proxies.remove(pod);
     }
 
     fn held(&self, pod: &str) -> bool {

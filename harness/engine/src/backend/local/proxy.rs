@@ -91,9 +91,11 @@ where
 }
 
 impl Proxy {
-    /// Listen on a free port of 127.0.0.1 and forward to `target`.
-    pub(crate) async fn start(target: SocketAddr) -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    /// Listen on a free port of 127.0.0.1 and forward to `target` (within a Tokio runtime).
+    pub(crate) fn start(target: SocketAddr) -> std::io::Result<Proxy> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
         let addr = listener.local_addr()?;
         let cut = Arc::new(Cut::default());
         let shared = cut.clone();
@@ -181,7 +183,7 @@ mod tests {
 
     #[tokio::test]
     async fn forwards_holds_each_way_while_cut_and_delivers_everything_in_order_once_healed() {
-        let proxy = Proxy::start(echo_server().await).await.unwrap();
+        let proxy = Proxy::start(echo_server().await).unwrap();
         let mut c = TcpStream::connect(proxy.addr).await.unwrap();
         assert_eq!(
             roundtrip(&mut c, b"hello").await.as_deref(),

@@ -22,6 +22,7 @@ use crate::run::{Backend, Ready};
 use kubechaos_core::events::{identity_process, read_report, EventKind, Recorder, Report};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
+use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{LeaseRef, Pos, Scenario};
 
 /// Options of a local run.
@@ -32,9 +33,67 @@ pub struct LocalOptions {
 }
 
 /// Turns what processes print into events: upstream's leader-election log lines
-/// (`k8s.io/client-go/tools/leaderelection`, v0.37) and the agents' JSON lines
-/// ([`JsonLinesReporter`](crate::agent::JsonLinesReporter)).
-pub(crate) struct RecorderHooks(pub Recorder);
+/// (`k8s.io/client-go/tools/leaderelection`, v0.37), the agents' JSON lines
+/// ([`JsonLinesReporter`](crate::agent::JsonLinesReporter)), and the lines an agent's
+/// `leading:` patterns match.
+pub(crate) struct RecorderHooks(pub Recorder, pub LogPatterns);
+
+/// The `leading:` patterns of a scenario's agents, and which process is whose.
+#[derive(Default)]
+pub(crate) struct LogPatterns {
+    /// Per agent: its lease, and its `started` and `stopped` patterns.
+    agents: BTreeMap<String, (String, regex::Regex, Option<regex::Regex>)>,
+    /// Processes of `command` agents (`NAME-i`) and of pod agents (their pods, as they come).
+    owner: std::sync::Mutex<BTreeMap<String, String>>,
+}
+
+impl LogPatterns {
+    /// The patterns of `s`'s agents (validated when it was loaded).
+    pub(crate) fn of(s: &Scenario) -> LogPatterns {
+        let mut agents = BTreeMap::new();
+        let mut owner = BTreeMap::new();
+        for a in &s.cluster.agents {
+            let Some(l) = &a.leading else { continue };
+            let Ok(started) = regex::Regex::new(&l.started) else {
+                continue;
+            };
+            let stopped = l.stopped.as_deref().and_then(|p| regex::Regex::new(p).ok());
+            agents.insert(a.name.clone(), (a.lease.to_string(), started, stopped));
+            for i in 0..a.replicas {
+                owner.insert(process_name(&a.name, i), a.name.clone());
+            }
+        }
+        LogPatterns {
+            agents,
+            owner: std::sync::Mutex::new(owner),
+        }
+    }
+
+    /// `None` when `process` belongs to no agent with patterns; otherwise the leadership event
+    /// its line (incarnation `incarnation`) stands for, if a pattern matches. For such an agent
+    /// the patterns are the one evidence of leadership: its JSON report lines are not read, so
+    /// that nothing is counted twice.
+    fn event(&self, process: &str, incarnation: u32, line: &str) -> Option<Option<EventKind>> {
+        let agent = self.owner.lock().ok()?.get(process)?.clone();
+        let (lease, started, stopped) = self.agents.get(&agent)?;
+        let identity = format!("{process}_{incarnation}");
+        if started.is_match(line) {
+            return Some(Some(EventKind::LeadingStarted {
+                lease: lease.clone(),
+                identity,
+            }));
+        }
+        if stopped.as_ref().is_some_and(|p| p.is_match(line)) {
+            let said: String = line.chars().take(200).collect();
+            return Some(Some(EventKind::LeadingStopped {
+                lease: lease.clone(),
+                identity,
+                reason: format!("its log said so: {said}"),
+            }));
+        }
+        Some(None)
+    }
+}
 
 /// The `lock="NS/NAME"` value of a klog line.
 fn klog_lock(line: &str) -> Option<&str> {
@@ -57,9 +116,24 @@ impl Hooks for RecorderHooks {
         });
     }
 
+    fn candidate(&self, agent: &str, pod: &str, process: &str) {
+        if let Ok(mut owner) = self.1.owner.lock() {
+            owner.insert(process.to_owned(), agent.to_owned());
+        }
+        self.0.record(EventKind::CandidatePod {
+            agent: agent.to_owned(),
+            pod: pod.to_owned(),
+            process: process.to_owned(),
+        });
+    }
+
     fn line(&self, process: &str, incarnation: u32, line: &str) {
         let identity = || format!("{process}_{incarnation}");
-        if line.starts_with('{') {
+        if let Some(said) = self.1.event(process, incarnation, line) {
+            if let Some(e) = said {
+                self.0.record(e);
+            }
+        } else if line.starts_with('{') {
             match read_report(line) {
                 Report::Leadership(e) => self.0.record(e),
                 Report::Note(message) => self.0.record(EventKind::ProcessNote {
@@ -111,13 +185,21 @@ impl LocalWorld {
     /// server's); any other pair exchanges nothing, so there is nothing to cut.
     fn link(&self, from: &str, to: &str, cut: bool) {
         let proxy = |name: &str| self.cluster.proxy(name);
-        match (from, to) {
-            (API_SERVER, ETCD) => proxy(API_SERVER).map(|p| p.set_up(cut)),
-            (ETCD, API_SERVER) => proxy(API_SERVER).map(|p| p.set_down(cut)),
-            (client, API_SERVER) => proxy(client).map(|p| p.set_up(cut)),
-            (API_SERVER, client) => proxy(client).map(|p| p.set_down(cut)),
-            _ => None,
+        // A client is a process with its own proxy, or a program pod (its proxy is its pod's).
+        let client = |name: &str, up: bool| match proxy(name) {
+            Some(p) if up => p.set_up(cut),
+            Some(p) => p.set_down(cut),
+            None => {
+                self.cluster.containers.set_link(name, up, cut);
+            }
         };
+        match (from, to) {
+            (API_SERVER, ETCD) => client(API_SERVER, true),
+            (ETCD, API_SERVER) => client(API_SERVER, false),
+            (name, API_SERVER) => client(name, true),
+            (API_SERVER, name) => client(name, false),
+            _ => {}
+        }
     }
 }
 
@@ -195,12 +277,16 @@ impl World for LocalWorld {
 
     fn containers(
         &mut self,
-        c: kubechaos_core::scenario::Component,
+        group: &crate::fake_node::PodGroup,
         only: Option<&str>,
         op: crate::fake_node::ContainerOp,
     ) -> Vec<String> {
         let _runtime = self.rt.enter();
-        self.cluster.containers.act(c, only, op)
+        self.cluster.containers.act(group, only, op)
+    }
+
+    fn pods(&mut self, group: &crate::fake_node::PodGroup) -> Vec<String> {
+        self.cluster.containers.pods(group)
     }
 }
 
@@ -234,6 +320,7 @@ impl Backend for Local {
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
         let mut problems = crate::backend::built_cluster_check(s, "local");
         problems.extend(crate::backend::missing_programs(s));
+        problems.extend(crate::backend::missing_pod_programs(s));
         problems
     }
 
@@ -270,7 +357,7 @@ impl Backend for Local {
         let mut stop_rx = interrupt.rx.clone();
 
         let spec = Spec::of(s);
-        let hooks = Arc::new(RecorderHooks(recorder.clone()));
+        let hooks = Arc::new(RecorderHooks(recorder.clone(), LogPatterns::of(s)));
         let mut say = |l: &str| progress.say(l);
         let keep = self.opts.keep;
         let cluster = rt.block_on(async {

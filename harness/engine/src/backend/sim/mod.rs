@@ -72,12 +72,21 @@ pub fn epoch() -> Timestamp {
 /// What only the sim cannot do, with where the scenario asks for it (what neither backend that
 /// builds its own cluster can do is in `built_cluster_check`).
 pub(crate) fn check(s: &Scenario) -> Vec<(Pos, String)> {
-    s.cluster
+    let mut problems: Vec<(Pos, String)> = s.cluster
         .agents
         .iter()
-        .filter(|a| a.command.is_some())
-        .map(|a| (a.pos, format!("agent `{}` runs a `command`; the sim can only run the reference agent (`mode:`); run your own program with `--backend local`", a.name)))
-        .collect()
+        .filter_map(|a| {
+            if a.command.is_some() {
+                Some((a.pos, format!("agent `{}` runs a `command`; the sim can only run the reference agent (`mode:`); run your own program with `--backend local`", a.name)))
+            } else if a.is_pods() {
+                Some((a.pos, format!("agent `{}` is a pod agent (`pods`); the sim runs no software of yours, only the reference agent (`mode:`); run your pods with `--backend local` (from `cluster.manifests`)", a.name)))
+            } else {
+                None
+            }
+        })
+        .collect();
+    problems.extend(s.cluster.manifests.iter().map(|m| (m.pos, format!("`cluster.manifests` ({}): the sim runs no manifests; expected `--backend local`, which applies them and runs each pod's `command` on this machine", m.written))));
+    problems
 }
 
 /// The simulated world: turmoil hosts and links, and etcd's reachability from the API server.
@@ -188,11 +197,16 @@ impl World for SimWorld<'_> {
 
     fn containers(
         &mut self,
-        c: kubechaos_core::scenario::Component,
+        group: &crate::fake_node::PodGroup,
         only: Option<&str>,
         op: crate::fake_node::ContainerOp,
     ) -> Vec<String> {
-        self.containers.act(c, only, op)
+        self.containers.act(group, only, op)
+    }
+
+    fn pods(&mut self, _: &crate::fake_node::PodGroup) -> Vec<String> {
+        // The sim's check refuses pod agents; a self-hosted component is never partitioned.
+        Vec::new()
     }
 }
 

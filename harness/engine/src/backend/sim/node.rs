@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 
 use super::process::Proc;
 use super::{controller_manager, scheduler};
-use crate::fake_node::{ContainerOp, Containers, PodBook};
+use crate::fake_node::{ContainerOp, Containers, PodBook, PodGroup, Workload};
 use kubechaos_core::scenario::Component;
 
 #[derive(Default)]
@@ -52,7 +52,7 @@ impl SimContainers {
 
     /// A `kill`, `remove` or `start` step on self-hosted component `c` (all its pods, or only
     /// pod `only`). Returns the pods touched.
-    pub(crate) fn act(&self, c: Component, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+    pub(crate) fn act(&self, group: &PodGroup, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         let mut st = self.state.lock().expect("containers");
         let tasks: BTreeSet<String> = st
             .tasks
@@ -60,7 +60,7 @@ impl SimContainers {
             .filter(|(_, t)| !t.is_finished())
             .map(|(p, _)| p.clone())
             .collect();
-        let (stop, touched) = st.book.plan(c, only, op, |p| tasks.contains(p));
+        let (stop, touched) = st.book.plan(group, only, op, |p| tasks.contains(p));
         let reason = match op {
             ContainerOp::Remove => "removed: its container is held down",
             _ => "killed",
@@ -85,9 +85,15 @@ impl Containers for SimContainers {
         &self,
         node: &str,
         pod: &str,
-        c: Component,
-        _args: &[String],
+        workload: &Workload,
     ) -> Result<(), crate::fake_node::ContainerError> {
+        let c = match workload {
+            Workload::Component(c, _) => *c,
+            // The sim's backend check refuses manifests and pod agents: no such pod is made.
+            Workload::Program(_) => {
+                return Err("the sim runs no programs of yours; expected `--backend local`".into())
+            }
+        };
         let mut st = self.state.lock().expect("containers");
         let p = match st.procs.get(pod) {
             Some(p) => p.clone(),
@@ -97,7 +103,7 @@ impl Containers for SimContainers {
                 p
             }
         };
-        st.book.started(pod, node, c);
+        st.book.started(pod, node, Some(PodGroup::Component(c)));
         // The models take no flags: they mirror the defaults these Deployments' arguments keep.
         // A task of the calling node's host.
         let task = tokio::task::spawn_local(async move {
