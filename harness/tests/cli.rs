@@ -985,3 +985,80 @@ fn agents_are_valid_on_an_existing_cluster_with_every_provider() {
             "wrong.yaml:6:5: `partition: [agent/a/leader, node/node-0]`: an agent reaches only the API server",
         ));
 }
+
+/// Pod agents and manifests: the shipped examples are valid and say they run on local; the sim
+/// and (for now) the kube backend refuse them before anything runs (exit 2, at the agent's and
+/// the manifest's lines); a manifest whose pod runs a program that is not there, and a manifest
+/// that is missing, are exit 2 before the run, where they are named.
+#[test]
+fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
+    kubechaos()
+        .args([
+            "validate",
+            "examples/reference-agent-api-outage.yaml",
+            "examples/reference-agent-leader-cut-off.yaml",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "ok  examples/reference-agent-api-outage.yaml (reference-agent-api-outage: 1 fault step, 2 invariants; runs on local)",
+        ));
+    let example = "examples/reference-agent-leader-cut-off.yaml";
+    kubechaos()
+        .args(["scenario", example])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "reference-agent-leader-cut-off.yaml:17:7: agent `reference-agent` is a pod agent (`pods`); the sim runs no software of yours",
+        ))
+        .stderr(predicate::str::contains(
+            "reference-agent-leader-cut-off.yaml:15:15: `cluster.manifests` (manifests/reference-agent.yaml): the sim runs no manifests",
+        ));
+    kubechaos()
+        .args(["validate", example, "--backend", "kube", "--provider", "kind"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "agent `reference-agent` is a pod agent (`pods`): on `--backend kube` pod agents are not built yet",
+        ));
+
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = std::fs::read_to_string(repo().join("examples/manifests/reference-agent.yaml"))
+        .unwrap()
+        .replace(
+            "command: [kubechaos, agent,",
+            "command: [./no-such-operator, agent,",
+        );
+    std::fs::write(dir.path().join("op.yaml"), manifest).unwrap();
+    let scenario = |name: &str, manifests: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!("name: {name}\ncluster:\n  nodes: 1\n  manifests: {manifests}\n  agents:\n    - {{name: op, lease: reference-agent/reference-agent-lock, pods: {{namespace: reference-agent, selector: app=reference-agent}}}}\nexpect:\n  - single-leader: {{lease: reference-agent/reference-agent-lock}}\nduration: 30s\n"),
+        )
+        .unwrap();
+        path
+    };
+    let missing_program = scenario("missing-program", "[op.yaml]");
+    kubechaos()
+        .args(["validate", missing_program.to_str().unwrap(), "--backend", "local"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "missing-program.yaml:4:15: Deployment reference-agent in op.yaml: container `agent` runs `./no-such-operator`, which is not an executable file",
+        ));
+    let missing_file = scenario("missing-file", "[op.yaml, nowhere.yaml]");
+    kubechaos()
+        .args([
+            "scenario",
+            missing_file.to_str().unwrap(),
+            "--backend",
+            "local",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "missing-file.yaml:4:24: `cluster.manifests`: cannot read `nowhere.yaml`",
+        ));
+}

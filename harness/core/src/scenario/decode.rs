@@ -1084,28 +1084,53 @@ mod tests {
         assert!(op.is_pods());
         assert_eq!(op.replicas, 0, "a pod agent starts no replicas");
         assert_eq!(op.pods.as_ref().unwrap().selector, "app=op");
-        assert_eq!(op.leading.as_ref().unwrap().stopped.as_deref(), Some("lost|stopped leading"));
+        assert_eq!(
+            op.leading.as_ref().unwrap().stopped.as_deref(),
+            Some("lost|stopped leading")
+        );
 
         let e = agents("    - {name: op, lease: ops/op, replicas: 2, mode: correct, command: [x], pods: {namespace: ops, selector: app=op}}\n").unwrap_err();
         for key in ["replicas", "mode", "command"] {
-            assert!(e.contains(&format!("a pod agent (`pods`) has `{key}`")), "{e}");
+            assert!(
+                e.contains(&format!("a pod agent (`pods`) has `{key}`")),
+                "{e}"
+            );
         }
-        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: ''}}\n").unwrap_err();
-        assert!(e.contains("t.yaml:5:66: `agent.pods.selector` is empty"), "{e}");
-        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: 'app=a b'}}\n").unwrap_err();
-        assert!(e.contains("`agent.pods.selector`: `a b` is not a label value"), "{e}");
-        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: Ops, selector: app=op}}\n").unwrap_err();
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: ''}}\n")
+            .unwrap_err();
+        assert!(
+            e.contains("t.yaml:5:66: `agent.pods.selector` is empty"),
+            "{e}"
+        );
+        let e = agents(
+            "    - {name: op, lease: ops/op, pods: {namespace: ops, selector: 'app=a b'}}\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("`agent.pods.selector`: `a b` is not a label value"),
+            "{e}"
+        );
+        let e =
+            agents("    - {name: op, lease: ops/op, pods: {namespace: Ops, selector: app=op}}\n")
+                .unwrap_err();
         assert!(e.contains("`Ops` is not a namespace name"), "{e}");
         let e = agents("    - {name: op, lease: ops/op, pods: {selector: app=op}}\n").unwrap_err();
         assert!(e.contains("namespace"), "{e}");
         let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {started: 'acquired (lease'}}\n").unwrap_err();
-        assert!(e.contains("`agent.leading.started` is not a regular expression"), "{e}");
+        assert!(
+            e.contains("`agent.leading.started` is not a regular expression"),
+            "{e}"
+        );
         let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {stopped: lost}}\n").unwrap_err();
         assert!(e.contains("`agent.leading` has no `started`"), "{e}");
-        let e = agents("    - {name: op, lease: ops/op, mode: correct, leading: {started: x}}\n").unwrap_err();
+        let e = agents("    - {name: op, lease: ops/op, mode: correct, leading: {started: x}}\n")
+            .unwrap_err();
         assert!(e.contains("`leading` on the reference agent"), "{e}");
         // A command agent may say how its log tells leadership.
-        assert!(agents("    - {name: op, lease: ops/op, command: [./op], leading: {started: x}}\n").is_ok());
+        assert!(agents(
+            "    - {name: op, lease: ops/op, command: [./op], leading: {started: x}}\n"
+        )
+        .is_ok());
     }
 
     /// A pod agent's pods have names, not numbers.
@@ -1115,7 +1140,10 @@ mod tests {
         let e = crate::scenario::parse(Path::new("t.yaml"), yaml.as_bytes())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("t.yaml:5:20: target `agent/op/0`: agent `op` is a pod agent"), "{e}");
+        assert!(
+            e.contains("t.yaml:5:20: target `agent/op/0`: agent `op` is a pod agent"),
+            "{e}"
+        );
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 
@@ -1130,7 +1158,11 @@ mod tests {
             "apiVersion: v1\nkind: Namespace\nmetadata: {name: ops}\n",
         )
         .unwrap();
-        std::fs::write(dir.path().join("m/bad.yaml"), "apiVersion: v1\nmetadata: {name: x}\n").unwrap();
+        std::fs::write(
+            dir.path().join("m/bad.yaml"),
+            "apiVersion: v1\nmetadata: {name: x}\n",
+        )
+        .unwrap();
         let file = dir.path().join("t.yaml");
         let load = |list: &str| {
             std::fs::write(&file, format!("name: t\ncluster:\n  manifests: {list}\n")).unwrap();
@@ -1140,11 +1172,17 @@ mod tests {
         assert_eq!(s.cluster.manifests[0].objects[0]["kind"], "Namespace");
         assert_eq!(s.cluster.manifests[0].file, dir.path().join("m/ok.yaml"));
         let e = load("[m/ok.yaml, m/missing.yaml]").unwrap_err();
-        assert!(e.contains("t.yaml:3:26: `cluster.manifests`: cannot read `m/missing.yaml`"), "{e}");
+        assert!(
+            e.contains("t.yaml:3:26: `cluster.manifests`: cannot read `m/missing.yaml`"),
+            "{e}"
+        );
         let e = load("[m/bad.yaml]").unwrap_err();
         assert!(e.contains("m/bad.yaml:1:1: an object has no `kind`"), "{e}");
         let e = load("m/ok.yaml").unwrap_err();
-        assert!(e.contains("`cluster.manifests` is a string; expected a list of files"), "{e}");
+        assert!(
+            e.contains("`cluster.manifests` is a string; expected a list of files"),
+            "{e}"
+        );
     }
 
     /// Every action key decodes to the model, is written back the way the format writes it, and

@@ -241,6 +241,10 @@ pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// plan says when the process runs again, and it must not slip by a long shutdown.
 pub(crate) const START_WAIT: Duration = Duration::from_secs(3);
 
+/// How long after the manifests are applied a pod agent's first pod must have started: a
+/// Deployment's pods are made, bound and started within a few seconds.
+const POD_AGENT_WAIT: Duration = Duration::from_secs(30);
+
 /// Per-request timeout of the fake nodes' clients (a partitioned node's request must end).
 const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -577,7 +581,8 @@ impl LocalCluster {
                 applied.join(", ")
             ));
         }
-        cluster.wait_ready(started).await?;
+        let pods_due = Instant::now() + POD_AGENT_WAIT;
+        cluster.wait_ready(started, pods_due).await?;
         say(&format!(
             "ready after {:.1}s: leases held, {} node(s) Ready",
             started.elapsed().as_secs_f64(),
@@ -855,22 +860,30 @@ impl LocalCluster {
         }
     }
 
-    async fn wait_ready(&mut self, started: Instant) -> Result<(), LocalError> {
+    /// Wait until every lease is held and every node is Ready; a pod agent none of whose pods
+    /// has run by `pods_due` ends the wait at once (its selector matches nothing the manifests
+    /// make).
+    async fn wait_ready(&mut self, started: Instant, pods_due: Instant) -> Result<(), LocalError> {
         loop {
             self.check_alive()?;
             let mut missing = Vec::new();
+            let mut podless = false;
             for lease in self.spec.leases() {
                 let held = crate::kubeclient::lease_holder(&self.admin, &lease)
                     .await
                     .is_ok_and(|h| h.is_some());
                 if !held {
-                    match self.spec.pod_agents.iter().find(|(_, l)| *l == lease) {
-                        Some((a, _)) if !self.containers.ran_any(&a.name) => missing.push(format!(
-                            "no pod in namespace {} matching the selector of agent {} ran (its lease {lease} is not held); expected `cluster.manifests` (or the cluster) to make pods whose container has a `command`",
-                            a.namespace, a.name
-                        )),
-                        _ => missing.push(format!("lease {lease} not held")),
-                    }
+                    missing.push(format!("lease {lease} not held"));
+                }
+            }
+            // A pod agent needs pods of its own, whoever holds its Lease.
+            for (a, _) in &self.spec.pod_agents {
+                if !self.containers.ran_any(&a.name) {
+                    podless = true;
+                    missing.push(format!(
+                        "no pod in namespace {} matching the selector of agent {} ran; expected `cluster.manifests` to make pods with those labels whose container has a `command`",
+                        a.namespace, a.name
+                    ));
                 }
             }
             let nodes = Api::<Node>::all(self.admin.clone())
@@ -891,9 +904,9 @@ impl LocalCluster {
             if missing.is_empty() {
                 return Ok(());
             }
-            if started.elapsed() > READY_TIMEOUT {
+            if started.elapsed() > READY_TIMEOUT || (podless && Instant::now() > pods_due) {
                 return Err(LocalError::NotReady {
-                    waited: READY_TIMEOUT,
+                    waited: started.elapsed(),
                     missing,
                 });
             }

@@ -1,0 +1,211 @@
+//! Your software as pods (issue 16): programs deployed by the scenario's manifests run on the
+//! local backend's fake nodes with in-cluster configuration, named by `pods:` agents, and are
+//! judged as the reference agent is: the shipped examples pass, a client-go Deployment with the
+//! seed's bug fails naming its lease and the pod that held it last, its correct build passes with
+//! its leadership read from its own log lines, and a selector that matches nothing ends the start
+//! (exit 3) leaving nothing behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::{play_scenario, repo, wait_until_gone};
+
+/// Build the client-go fixture, with the machine's Go.
+fn build_client_go_agent(dir: &Path) -> PathBuf {
+    let bin = dir.join("client-go-agent");
+    let out = Command::new("go")
+        .current_dir(repo().join("fixtures/agents/client-go"))
+        .env("CGO_ENABLED", "0")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .output()
+        .expect("go is installed (ci/test checks)");
+    assert!(
+        out.status.success(),
+        "building the client-go agent failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+/// Play a shipped example on the local backend, with its own TMPDIR: it must pass, and leave
+/// nothing behind (no run directory, no pod process, no mount of the service-account files).
+fn shipped_example_passes(name: &str, verdicts: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .env("RUST_LOG", "off")
+        .env("TMPDIR", tmp.path())
+        .args([
+            "scenario",
+            &format!("examples/{name}.yaml"),
+            "--backend",
+            "local",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("candidate reference-agent/reference-agent-"),
+        "{text}"
+    );
+    for v in verdicts {
+        assert!(text.contains(v), "{v}:\n{text}");
+    }
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        !Path::new("/run/secrets/kubernetes.io").exists(),
+        "the service-account files were mounted in pods' own namespaces only"
+    );
+}
+
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_reference_agent_deployment_leads_again_after_an_api_outage() {
+    shipped_example_passes(
+        "reference-agent-api-outage",
+        &[
+            "PASS  leader-reacquired reference-agent/reference-agent-lock: held by reference-agent-",
+            "PASS  single-leader reference-agent/reference-agent-lock: never two leaders at once",
+        ],
+    );
+}
+
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_reference_agent_deployment_survives_its_leader_cut_off_and_killed() {
+    shipped_example_passes(
+        "reference-agent-leader-cut-off",
+        &[
+            "fault     partition: [agent/reference-agent/leader, api-server]  [reference-agent-",
+            "fault     kill: agent/reference-agent/leader  [reference-agent/reference-agent-",
+            "PASS  single-leader reference-agent/reference-agent-lock",
+            "PASS  valid-lease-while-leading reference-agent/reference-agent-lock",
+        ],
+    );
+}
+
+/// The shipped client-go example, copied into `dir` with its manifest pointing at `bin` in
+/// `mode`.
+fn client_go_example(dir: &Path, bin: &Path, mode: &str) -> PathBuf {
+    let manifest = std::fs::read_to_string(repo().join("examples/manifests/client-go-agent.yaml"))
+        .unwrap()
+        .replace("target/client-go-agent", &bin.display().to_string())
+        .replace("--mode, correct", &format!("--mode, {mode}"));
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    std::fs::write(dir.join("manifests/client-go-agent.yaml"), manifest).unwrap();
+    let name = "client-go-agent-outage-and-cut-off.yaml";
+    let path = dir.join(name);
+    std::fs::copy(repo().join("examples").join(name), &path).unwrap();
+    path
+}
+
+/// The seed's bug shipped as a Deployment (client-go's LeaderElector.Run returns after a failed
+/// renew and nothing runs it again, in every replica). The outage alone does not catch it with
+/// two replicas: the one that was not leading never returned from Run, and takes the Lease once
+/// the API server is back (as client-go does). Cutting that one off then leaves no replica
+/// trying: the second `leader-reacquired` fails, naming the lease and the pod that held it last;
+/// nothing it started is left running.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn a_client_go_deployment_that_gives_up_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_client_go_agent(dir.path());
+    let path = client_go_example(dir.path(), &bin, "give-up");
+    let (code, text) = play_scenario(&path, "local", &[]);
+    assert_eq!(code, 1, "{text}");
+    let violation = text
+        .lines()
+        .find(|l| l.contains("FAIL  leader-reacquired client-go-agent/client-go-agent-lock"))
+        .filter(|_| {
+            text.contains("PASS  leader-reacquired client-go-agent/client-go-agent-lock: held by client-go-agent-")
+        })
+        .unwrap_or_else(|| panic!("no leader-reacquired violation:\n{text}"));
+    assert!(
+        violation.contains("was not re-acquired within 30s")
+            && violation.contains("last holder client-go-agent-"),
+        "{violation}"
+    );
+    assert!(text.contains("but none is trying"), "{text}");
+    // Its leadership was read from client-go's own log lines (no JSON reports were read).
+    assert!(
+        text.contains(
+            "PASS  single-leader client-go-agent/client-go-agent-lock: never two leaders at once ("
+        ) && !text.contains("(0 leadership terms observed)"),
+        "{text}"
+    );
+    assert_eq!(
+        wait_until_gone(&bin.display().to_string()),
+        Vec::<String>::new()
+    );
+}
+
+/// The correct build passes the outage, and a cut-off of the leading pod (its own link to the
+/// API server) hands the Lease to the other pod, never two leading at once.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn a_correct_client_go_deployment_passes_an_outage_and_its_leader_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_client_go_agent(dir.path());
+    let path = client_go_example(dir.path(), &bin, "correct");
+    let (code, text) = play_scenario(&path, "local", &[]);
+    assert_eq!(code, 0, "{text}");
+    let cut = text
+        .lines()
+        .find(|l| l.contains("fault     partition: [agent/controller/leader, api-server]"))
+        .unwrap_or_else(|| panic!("no cut:\n{text}"));
+    assert!(
+        cut.contains("[client-go-agent-"),
+        "the leader pod was cut: {cut}"
+    );
+    assert_eq!(
+        wait_until_gone(&bin.display().to_string()),
+        Vec::<String>::new()
+    );
+}
+
+/// A pod agent whose selector matches no pod the manifests make: the start ends with exit 3,
+/// saying the namespace and the agent, and leaves nothing behind.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn a_selector_that_matches_no_pod_ends_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-pods.yaml");
+    std::fs::copy(
+        repo().join("examples/manifests/reference-agent.yaml"),
+        dir.path().join("reference-agent.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &path,
+        "name: no-pods\ncluster:\n  nodes: 1\n  components: {kube-scheduler: {replicas: 1}, kube-controller-manager: {replicas: 1}}\n  manifests: [reference-agent.yaml]\n  agents:\n    - {name: op, lease: reference-agent/reference-agent-lock, pods: {namespace: reference-agent, selector: app=not-there}}\nfaults:\n  - {at: 5s, kill: agent/op/leader}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .env("RUST_LOG", "off")
+        .env("TMPDIR", tmp.path())
+        .arg("scenario")
+        .arg(&path)
+        .args(["--backend", "local"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr
+            .contains("no pod in namespace reference-agent matching the selector of agent op ran"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
