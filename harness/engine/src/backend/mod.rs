@@ -107,7 +107,7 @@ impl Means {
             ),
             Action::Heal(_) => ("every link passes again".into(), "nothing".into()),
             Action::Kill(t) => (
-                format!("{kill} {t} (a self-hosted component: its pods' containers; a node: its heartbeats and pods)"),
+                format!("{kill} {t} (a self-hosted component or a pod agent: its pods' containers; a node: its heartbeats and pods)"),
                 "its supervisor (or its node) restarts it after the kubelet's back-off".into(),
             ),
             Action::Remove(t) => (

@@ -439,3 +439,62 @@ impl Backend for Local {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// An agent's `leading:` patterns turn its processes' lines into leadership events (pods once
+    /// they are its candidates), and are then its only evidence: its JSON reports are not read;
+    /// another agent's JSON reports still are.
+    #[test]
+    fn leading_patterns_are_an_agents_one_evidence_of_leading() {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {started: 'Successfully acquired lease', stopped: 'Failed to renew'}}\n    - {name: cmd, replicas: 2, lease: default/cmd, command: [sh]}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let recorder = Recorder::new(|| 0);
+        let hooks = RecorderHooks(recorder.clone(), LogPatterns::of(&s));
+        let acquired =
+            r#"I1130 leaderelection.go:272] "Successfully acquired lease" lock="ops/op""#;
+        // Not yet a candidate: a line of an unknown process is only read as upstream's klog.
+        hooks.line("op-5d9c-x2x7q", 1, "Successfully acquired lease");
+        hooks.candidate("op", "ops/op-5d9c-x2x7q", "op-5d9c-x2x7q");
+        hooks.line("op-5d9c-x2x7q", 1, acquired);
+        hooks.line(
+            "op-5d9c-x2x7q",
+            1,
+            r#"{"event":"leading-started","lease":"ops/op","identity":"op-5d9c-x2x7q_9"}"#,
+        );
+        hooks.line("op-5d9c-x2x7q", 2, "E1130 Failed to renew lease ops/op");
+        hooks.line(
+            "cmd-1",
+            1,
+            r#"{"event":"leading-started","lease":"default/cmd","identity":"cmd-1_1"}"#,
+        );
+        let kinds: Vec<EventKind> = recorder.snapshot().into_iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                EventKind::CandidatePod {
+                    agent: "op".into(),
+                    pod: "ops/op-5d9c-x2x7q".into(),
+                    process: "op-5d9c-x2x7q".into(),
+                },
+                EventKind::LeadingStarted {
+                    lease: "ops/op".into(),
+                    identity: "op-5d9c-x2x7q_1".into(),
+                },
+                EventKind::LeadingStopped {
+                    lease: "ops/op".into(),
+                    identity: "op-5d9c-x2x7q_2".into(),
+                    reason: "its log said so: E1130 Failed to renew lease ops/op".into(),
+                },
+                EventKind::LeadingStarted {
+                    lease: "default/cmd".into(),
+                    identity: "cmd-1_1".into(),
+                },
+            ]
+        );
+    }
+}
