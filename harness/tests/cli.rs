@@ -986,10 +986,11 @@ fn agents_are_valid_on_an_existing_cluster_with_every_provider() {
         ));
 }
 
-/// Pod agents and manifests: the shipped examples are valid and say they run on local; the sim
-/// and (for now) the kube backend refuse them before anything runs (exit 2, at the agent's and
-/// the manifest's lines); a manifest whose pod runs a program that is not there, and a manifest
-/// that is missing, are exit 2 before the run, where they are named.
+/// Pod agents and manifests: the shipped examples are valid and say where they run; the sim
+/// refuses them before anything runs (exit 2, at the agent's and the manifest's lines), and the
+/// kube backend a partition of a pod (not built there yet); a manifest whose pod runs a program
+/// that is not there, and a manifest that is missing, are exit 2 before the run, where they are
+/// named.
 #[test]
 fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
     kubechaos()
@@ -1001,7 +1002,7 @@ fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains(
-            "ok  examples/reference-agent-api-outage.yaml (reference-agent-api-outage: 1 fault step, 2 invariants; runs on local)",
+            "ok  examples/reference-agent-api-outage.yaml (reference-agent-api-outage: 1 fault step, 2 invariants; runs on local, kube)",
         ));
     let example = "examples/reference-agent-leader-cut-off.yaml";
     kubechaos()
@@ -1020,7 +1021,7 @@ fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "agent `reference-agent` is a pod agent (`pods`): on `--backend kube` pod agents are not built yet",
+            "reference-agent-leader-cut-off.yaml:21:5: `partition: [agent/reference-agent/leader, api-server]`: cutting one pod off needs packet filter rules in its node's network",
         ));
 
     let dir = tempfile::tempdir().unwrap();

@@ -336,6 +336,123 @@ duration: 55s
     assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
 }
 
+/// Pod agents on an existing cluster (the local control plane through its kubeconfig, whose nodes
+/// run pods' commands): the run creates the scenario's manifests, follows the Deployment's pods
+/// as the agent's candidates (a start per running container, an exit when a pod goes), `kill`
+/// of the leader deletes that pod (its ReplicaSet makes another) and the other pod takes over;
+/// at the end it deletes what it created. A selector that matches no pod ends the start (exit 3)
+/// and what was created is deleted too.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn pod_agents_follow_a_workload_on_an_existing_cluster() {
+    let cluster = up(SMALL);
+    let dir = cluster.dir.clone();
+    let kubeconfig = dir.join("admin.kubeconfig");
+    let scenarios = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        common::repo().join("examples/manifests/reference-agent.yaml"),
+        scenarios.path().join("reference-agent.yaml"),
+    )
+    .unwrap();
+    let write = |name: &str, selector: &str, rest: &str| {
+        let path = scenarios.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!("name: {name}\ncluster:\n  nodes: 2\n  manifests: [reference-agent.yaml]\n  agents:\n    - {{name: op, lease: reference-agent/reference-agent-lock, pods: {{namespace: reference-agent, selector: {selector}}}}}\n{rest}"),
+        )
+        .unwrap();
+        path
+    };
+    let play = |file: &Path| {
+        let out = common::kubechaos()
+            .arg("scenario")
+            .arg(file)
+            .args(["--backend", "kube", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let killed = write(
+        "kube-pod-agent",
+        "app=reference-agent",
+        "faults:\n  - {at: 10s, id: kill, kill: agent/op/leader}\nexpect:\n  - leader-reacquired: {lease: reference-agent/reference-agent-lock, within: 40s, after: kill}\n  - single-leader: {lease: reference-agent/reference-agent-lock}\nduration: 55s\n",
+    );
+    let (code, text) = play(&killed);
+    assert_eq!(code, Some(0), "{text}");
+    for expected in [
+        "created 5 object(s) of the manifests: Namespace reference-agent,",
+        "candidate reference-agent/reference-agent-",
+        "fault     kill: agent/op/leader  [reference-agent/reference-agent-",
+        "PASS  leader-reacquired reference-agent/reference-agent-lock: held by reference-agent-",
+        "PASS  single-leader reference-agent/reference-agent-lock",
+        "deleted Deployment reference-agent/reference-agent it created",
+        "deleted Namespace reference-agent it created",
+    ] {
+        assert!(text.contains(expected), "{expected}:\n{text}");
+    }
+    let killed_pod = text
+        .lines()
+        .find(|l| l.contains("fault     kill: agent/op/leader"))
+        .and_then(|l| l.rsplit("reference-agent/").next())
+        .map(|p| p.trim_end_matches(']').to_owned())
+        .unwrap();
+    assert!(
+        text.contains(&format!("exit      {killed_pod}: its pod")),
+        "the deleted pod's process ended in the timeline:\n{text}"
+    );
+
+    // The namespace the run deleted goes away before the next run makes it again.
+    for _ in 0..120 {
+        let ns = kubectl(
+            &dir,
+            &[
+                "get",
+                "namespace",
+                "reference-agent",
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ],
+        );
+        if ns.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let podless = write(
+        "kube-podless",
+        "app=not-there",
+        "expect:\n  - single-leader: {lease: reference-agent/reference-agent-lock}\nduration: 20s\n",
+    );
+    let (code, text) = play(&podless);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.contains("no pod in namespace reference-agent matches the selector `app=not-there` of agent op and runs")
+            && text.contains("deleted Namespace reference-agent it created"),
+        "{text}"
+    );
+    let ns = kubectl(
+        &dir,
+        &[
+            "get",
+            "namespace",
+            "reference-agent",
+            "--ignore-not-found",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+    );
+    assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
+}
+
 /// A control plane that cannot start says which process failed, how it exited and the last
 /// lines of its log (exit 3), and leaves nothing behind: no process, no run directory. The
 /// binaries are stand-ins in a cache of their own (etcd fails at once; the rest would run).

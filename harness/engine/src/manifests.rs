@@ -1,11 +1,14 @@
-//! `cluster.manifests`: the objects a scenario carries, applied to the cluster before time zero
-//! (server-side apply, field manager `kubechaos`), as `kubectl apply --server-side` does.
+//! `cluster.manifests`: the objects a scenario carries. On a cluster kubechaos builds (local)
+//! they are applied before time zero (server-side apply, field manager `kubechaos`), as
+//! `kubectl apply --server-side` does; on an existing cluster (kube) each is created unless it
+//! exists (what exists is the cluster's and is not changed) and what was created is deleted at
+//! the end.
 //! Namespaces go first; an object whose kind is not served yet (a CRD just applied) or whose
 //! namespace is being made is tried again for up to [`APPLY_WAIT`].
 
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 
@@ -67,39 +70,139 @@ impl Item<'_> {
         }
     }
 
-    /// Apply it; `Err` with what went wrong.
-    async fn apply(&self, client: &kube::Client) -> Result<String, String> {
+    /// Its API (found by discovery), what it is (`Kind NS/NAME`), and the object with its
+    /// namespace set (`default` for a namespaced object without one).
+    async fn resolve(
+        &self,
+        client: &kube::Client,
+    ) -> Result<(Api<DynamicObject>, String, serde_json::Value), String> {
         let (resource, caps) = kube::discovery::pinned_kind(client, &self.gvk())
             .await
             .map_err(|e| format!("its kind is not served: {e}"))?;
         let name = self.text("/metadata/name");
-        let mut ns = self.text("/metadata/namespace");
-        let api: Api<DynamicObject> = match caps.scope {
+        let mut object = self.value.clone();
+        Ok(match caps.scope {
             Scope::Namespaced => {
+                let mut ns = self.text("/metadata/namespace");
                 if ns.is_empty() {
                     ns = "default".to_owned();
                 }
-                Api::namespaced_with(client.clone(), &ns, &resource)
+                object["metadata"]["namespace"] = serde_json::json!(ns);
+                (
+                    Api::namespaced_with(client.clone(), &ns, &resource),
+                    format!("{} {ns}/{name}", self.text("/kind")),
+                    object,
+                )
             }
-            Scope::Cluster => Api::all_with(client.clone(), &resource),
-        };
-        let mut object = self.value.clone();
-        if caps.scope == Scope::Namespaced {
-            object["metadata"]["namespace"] = serde_json::json!(ns);
-        }
+            Scope::Cluster => (
+                Api::all_with(client.clone(), &resource),
+                format!("{} {name}", self.text("/kind")),
+                object,
+            ),
+        })
+    }
+
+    /// Apply it; `Err` with what went wrong.
+    async fn apply(&self, client: &kube::Client) -> Result<String, String> {
+        let (api, what, object) = self.resolve(client).await?;
         api.patch(
-            &name,
+            &self.text("/metadata/name"),
             &PatchParams::apply("kubechaos").force(),
             &Patch::Apply(&object),
         )
         .await
         .map_err(|e| e.to_string())?;
-        Ok(if caps.scope == Scope::Namespaced {
-            format!("{} {ns}/{name}", self.text("/kind"))
-        } else {
-            format!("{} {name}", self.text("/kind"))
-        })
+        Ok(what)
     }
+
+    /// Create it unless it exists: `Some` when this run made it.
+    async fn create(&self, client: &kube::Client) -> Result<Option<Made>, String> {
+        let (api, what, object) = self.resolve(client).await?;
+        let name = self.text("/metadata/name");
+        if let Some(there) = api.get_opt(&name).await.map_err(|e| e.to_string())? {
+            if there.metadata.deletion_timestamp.is_some() {
+                // Going away (a namespace of an earlier run): make it anew once it is gone.
+                return Err(format!("{what} is being deleted"));
+            }
+            return Ok(None);
+        }
+        let object: DynamicObject =
+            serde_json::from_value(object).map_err(|e| format!("not an object: {e}"))?;
+        api.create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Some(Made { api, name, what }))
+    }
+}
+
+/// An object a run created on an existing cluster, to delete at its end.
+pub(crate) struct Made {
+    api: Api<DynamicObject>,
+    name: String,
+    /// `Kind NS/NAME`.
+    pub(crate) what: String,
+}
+
+/// The objects of `manifests`, Namespaces first, then in file order.
+fn items(manifests: &[Manifest]) -> Vec<Item<'_>> {
+    let mut all: Vec<Item<'_>> = Vec::new();
+    for m in manifests {
+        for value in &m.objects {
+            all.push(Item {
+                file: &m.written,
+                value,
+            });
+        }
+    }
+    all.sort_by_key(|i| i.text("/kind") != "Namespace");
+    all
+}
+
+/// On an existing cluster: create every object of `manifests` that does not exist yet (what
+/// exists is the cluster's and is left as it is). Returns what was made (to delete at the end)
+/// and what was found already there. On an error, what was made so far is deleted again.
+pub(crate) async fn create(
+    client: &kube::Client,
+    manifests: &[Manifest],
+) -> Result<(Vec<Made>, Vec<String>), ManifestError> {
+    let mut made = Vec::new();
+    let mut found = Vec::new();
+    let mut pending = items(manifests);
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    loop {
+        let mut failed = Vec::new();
+        for item in pending {
+            match item.create(client).await {
+                Ok(Some(m)) => made.push(m),
+                Ok(None) => found.push(item.text("/kind") + " " + &item.text("/metadata/name")),
+                Err(why) => failed.push((item, why)),
+            }
+        }
+        if failed.is_empty() {
+            return Ok((made, found));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let (item, why) = failed.remove(0);
+            delete(made).await;
+            return Err(item.error(why));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        pending = failed.into_iter().map(|(i, _)| i).collect();
+    }
+}
+
+/// Delete what a run made, last made first (a Namespace last: it takes its objects with it).
+/// Returns a sentence for each.
+pub(crate) async fn delete(made: Vec<Made>) -> Vec<String> {
+    let mut said = Vec::new();
+    for m in made.into_iter().rev() {
+        match m.api.delete(&m.name, &DeleteParams::background()).await {
+            Ok(_) => said.push(format!("deleted {} it created", m.what)),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => said.push(format!("could not delete {}: {e}", m.what)),
+        }
+    }
+    said
 }
 
 /// Apply every object of `manifests`; returns what was applied (`Kind NS/NAME`), in order.
@@ -107,17 +210,7 @@ pub(crate) async fn apply(
     client: &kube::Client,
     manifests: &[Manifest],
 ) -> Result<Vec<String>, ManifestError> {
-    let mut pending: Vec<Item<'_>> = Vec::new();
-    for m in manifests {
-        for value in &m.objects {
-            pending.push(Item {
-                file: &m.written,
-                value,
-            });
-        }
-    }
-    // Namespaces first, as their objects need them; otherwise file order.
-    pending.sort_by_key(|i| i.text("/kind") != "Namespace");
+    let mut pending = items(manifests);
     let deadline = tokio::time::Instant::now() + APPLY_WAIT;
     let mut applied = Vec::new();
     loop {

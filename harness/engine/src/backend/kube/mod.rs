@@ -43,11 +43,13 @@ mod agents;
 pub(crate) mod container;
 pub mod error;
 pub(crate) mod machine;
+mod pod_agents;
 pub(crate) mod provider;
 
 use agents::Agents;
 use error::KubeError;
 use machine::{Docker, Machines, NodeMachine};
+use pod_agents::PodAgents;
 pub use provider::Provider;
 
 /// Which existing cluster, and what may be touched.
@@ -121,6 +123,8 @@ pub(crate) struct KubeWorld {
     agents: Option<Agents>,
     /// Agents that could not be started, and why.
     agent_failed: BTreeMap<String, crate::backend::local::error::LocalError>,
+    /// The followers of the pod agents' pods.
+    pod_agents: Option<PodAgents>,
 }
 
 impl KubeWorld {
@@ -235,11 +239,21 @@ impl World for KubeWorld {
     fn command(&mut self, c: Command) {
         let _ = self.commands.send(c);
     }
-    fn containers(&mut self, _: &PodGroup, _: Option<&str>, _: ContainerOp) -> Vec<String> {
-        unreachable!("self-hosted scenarios and pod agents are refused by the kube backend's check")
+    fn containers(&mut self, group: &PodGroup, only: Option<&str>, op: ContainerOp) -> Vec<String> {
+        // The check refuses self-hosted scenarios, and every step on a pod agent's pods but
+        // `kill`.
+        match (group, op, &self.pod_agents) {
+            (PodGroup::Agent(agent), ContainerOp::Kill, Some(p)) => {
+                self.rt.block_on(p.kill(agent, only))
+            }
+            _ => Vec::new(),
+        }
     }
-    fn pods(&mut self, _: &PodGroup) -> Vec<String> {
-        unreachable!("pod agents are refused by the kube backend's check")
+    fn pods(&mut self, group: &PodGroup) -> Vec<String> {
+        match (group, &self.pod_agents) {
+            (PodGroup::Agent(agent), Some(p)) => p.running(agent),
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -385,6 +399,8 @@ pub struct Kube {
     created_namespace: bool,
     /// The agents' lease namespaces and Leases the run made (deleted at its end).
     created: (Vec<String>, Vec<LeaseRef>),
+    /// The objects of `cluster.manifests` the run created (deleted at its end).
+    made: Vec<crate::manifests::Made>,
     /// `--provider k3s-container`: the container started for the run, removed at its end.
     #[cfg(feature = "testcontainers")]
     container: Option<container::K3sContainer>,
@@ -399,6 +415,7 @@ impl Kube {
             zero: Arc::default(),
             created_namespace: false,
             created: Default::default(),
+            made: Vec::new(),
             #[cfg(feature = "testcontainers")]
             container: None,
         }
@@ -510,7 +527,7 @@ impl Kube {
             recorder.clone(),
             crate::backend::local::run::LogPatterns::of(s),
         ));
-        let mut agents = match rt.block_on(Agents::prepare(s, target, hooks)) {
+        let mut agents = match rt.block_on(Agents::prepare(s, target, hooks.clone())) {
             Ok(a) => a,
             Err(e) => {
                 interrupt.stop();
@@ -539,6 +556,31 @@ impl Kube {
                 });
             }
         }
+
+        // The scenario's manifests (what does not exist yet) and the pod agents' pods, followed
+        // from before time zero; a pod agent none of whose pods runs ends the start.
+        let pod_agents = match workload(&mut self.made, rt, s, &client, hooks, &interrupt, progress)
+        {
+            Ok(p) => p,
+            Err(why) => {
+                interrupt.stop();
+                let mut said = Vec::new();
+                if let Some(a) = agents.take() {
+                    said.push(rt.block_on(a.down()));
+                }
+                said.extend(rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made))));
+                said.push(rt.block_on(restore(&client, self.created_namespace, &self.created)));
+                let message = format!("{why}; restored: {}", said.join("; "));
+                return Err(if interrupt.came() {
+                    BackendError::Interrupted {
+                        message,
+                        events: Vec::new(),
+                    }
+                } else {
+                    KubeError::Agents { what: message }.into()
+                });
+            }
+        };
 
         let zero = Instant::now();
         let _ = self.zero.set(zero);
@@ -578,6 +620,7 @@ impl Kube {
             incarnations: BTreeMap::new(),
             agents,
             agent_failed: BTreeMap::new(),
+            pod_agents,
         };
         // The machines' processes run from time zero (the observer sees their leases, not them);
         // the agents said their own starts.
@@ -611,7 +654,8 @@ impl Backend for Kube {
     }
 
     fn describe(&self, action: &Action) -> (String, String) {
-        // Agents are processes on this machine, whatever the provider.
+        // Agents are processes on this machine, whatever the provider (a pod agent's pods are
+        // deleted through the API).
         if action
             .targets()
             .iter()
@@ -619,7 +663,7 @@ impl Backend for Kube {
         {
             return crate::backend::Means {
                 stop: "SIGTERM the agent process on this machine:",
-                kill: "SIGKILL the agent process on this machine:",
+                kill: "SIGKILL the agent process on this machine (a pod agent: delete the pod with no grace period, its owner makes another):",
                 cut: "kubechaos's proxy holds every byte",
             }
             .describe(action);
@@ -662,8 +706,10 @@ impl Backend for Kube {
             observer,
             mut machines,
             agents,
+            pod_agents,
             ..
         } = world;
+        drop(pod_agents);
         observer.abort();
         time.stop();
         let rt = self.rt.take().expect("started");
@@ -703,6 +749,7 @@ impl Backend for Kube {
                 }
             }
         }
+        restored.extend(rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made))));
         restored.push(rt.block_on(restore(&client, self.created_namespace, &self.created)));
         let restored = format!("restored: {}", restored.join("; "));
         progress.say(&restored);
@@ -721,6 +768,89 @@ impl Backend for Kube {
         }
         Ok(restored)
     }
+}
+
+/// Create the scenario's manifests (noted in `made`) and follow its pod agents until each
+/// has a running pod and its Lease is held: why not, if not within [`AGENTS_READY`] (or
+/// Ctrl-C came meanwhile).
+fn workload(
+    made_here: &mut Vec<crate::manifests::Made>,
+    rt: &tokio::runtime::Runtime,
+    s: &Scenario,
+    client: &kube::Client,
+    hooks: Arc<dyn crate::backend::local::cluster::Hooks>,
+    interrupt: &Interrupt,
+    progress: &mut dyn Progress,
+) -> Result<Option<PodAgents>, String> {
+    if !s.cluster.manifests.is_empty() {
+        let (made, found) = rt
+            .block_on(crate::manifests::create(client, &s.cluster.manifests))
+            .map_err(|e| kubechaos_core::error::chain(&e))?;
+        let what: Vec<&str> = made.iter().map(|m| m.what.as_str()).collect();
+        progress.say(&format!(
+            "created {} object(s) of the manifests{}{}",
+            made.len(),
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", what.join(", "))
+            },
+            if found.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; found already there, left as they are: {}",
+                    found.join(", ")
+                )
+            }
+        ));
+        *made_here = made;
+    }
+    let Some(pods) = PodAgents::follow(s, client, hooks) else {
+        return Ok(None);
+    };
+    let leases: Vec<LeaseRef> = s
+        .cluster
+        .agents
+        .iter()
+        .filter(|a| a.is_pods())
+        .map(|a| a.lease.clone())
+        .collect();
+    progress.say("waiting for the pod agents' pods to run and their Leases to be held");
+    rt.block_on(async {
+        let deadline = Instant::now() + AGENTS_READY;
+        loop {
+            if interrupt.came() {
+                return Err("interrupted while waiting for the pod agents' pods".to_owned());
+            }
+            let mut missing: Vec<String> = pods
+                .podless()
+                .into_iter()
+                .map(|(agent, ns, sel)| {
+                    format!("no pod in namespace {ns} matches the selector `{sel}` of agent {agent} and runs")
+                })
+                .collect();
+            for l in &leases {
+                if !crate::kubeclient::lease_holder(client, l)
+                    .await
+                    .is_ok_and(|h| h.is_some())
+                {
+                    missing.push(format!("nobody holds the Lease {l}"));
+                }
+            }
+            if missing.is_empty() {
+                return Ok(Some(pods));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the pod agents were not ready within {}s: {}",
+                    AGENTS_READY.as_secs(),
+                    missing.join("; ")
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
 }
 
 /// Make the agents' lease namespaces (noted in `created`), start every agent, and wait until
@@ -744,7 +874,13 @@ fn start_agents(
             .start(&name)
             .map_err(|e| format!("cannot start {name}: {}", kubechaos_core::error::chain(&e)))?;
     }
-    let leases: Vec<LeaseRef> = s.cluster.agents.iter().map(|g| g.lease.clone()).collect();
+    let leases: Vec<LeaseRef> = s
+        .cluster
+        .agents
+        .iter()
+        .filter(|g| !g.is_pods())
+        .map(|g| g.lease.clone())
+        .collect();
     rt.block_on(async {
         let deadline = Instant::now() + AGENTS_READY;
         loop {
@@ -788,7 +924,7 @@ async fn own_leases(
     let mut namespaces = Vec::new();
     let mut leases = Vec::new();
     let ns_api = Api::<Namespace>::all(client.clone());
-    for g in &s.cluster.agents {
+    for g in s.cluster.agents.iter().filter(|g| !g.is_pods()) {
         let ns = &g.lease.namespace;
         if !namespaces.contains(ns) && ns_api.get_opt(ns).await?.is_none() {
             let obj: Namespace = serde_json::from_value(

@@ -105,6 +105,7 @@ impl Provider {
         let mut out = vec![
             "delete-pods, recover, bind (and the probe pods of schedulable/unschedulable): through the API",
             "kill, remove, start of agent/NAME[/N|/leader], and partitions between an agent and api-server (agents run on this machine, through kubechaos's own proxy)",
+            "kill of a pod agent's pods (agent/NAME[/leader]): the pod is deleted with no grace period, its owner makes another",
         ];
         match self {
             Provider::Kind => out.extend([
@@ -184,7 +185,26 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
         .map(|l| format!("\n      - {l}"))
         .collect::<String>();
     let mut problems = Vec::new();
+    let pod_agent = |t: &Target| matches!(t, Target::Agent(name, _) if s.cluster.agents.iter().any(|a| &a.name == name && a.is_pods()));
     for step in &s.faults {
+        // A pod agent's pods are the cluster's own (their owner's): kubechaos can delete one
+        // through the API, on every cluster, and nothing more yet.
+        let on_pods = match &step.action {
+            Action::Kill(t) if pod_agent(t) => Some(None),
+            Action::Remove(t) | Action::Start(t) if pod_agent(t) => Some(Some(
+                "a pod agent's pods belong to their owner (a Deployment, …): `kill` deletes one with no grace period and its owner makes another; holding one down would change your workload, so `remove` and `start` are refused; expected `kill`".to_owned(),
+            )),
+            Action::Partition(p) if pod_agent(&p.a) || pod_agent(&p.b) => Some(Some(
+                "cutting one pod off needs packet filter rules in its node's network, which kubechaos does not make on an existing cluster yet (a pod agent's partitions run on `--backend local`); expected `kill` of its pods, or faults of the control plane".to_owned(),
+            )),
+            _ => None,
+        };
+        if let Some(refused) = on_pods {
+            if let Some(why) = refused {
+                problems.push((step.pos, format!("`{}`: {why}", step.action)));
+            }
+            continue;
+        }
         if let Some(why) = provider.refusal(&step.action) {
             problems.push((
                 step.pos,
@@ -195,12 +215,6 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
                 ),
             ));
         }
-    }
-    for a in s.cluster.agents.iter().filter(|a| a.is_pods()) {
-        problems.push((a.pos, format!("agent `{}` is a pod agent (`pods`): on `--backend kube` pod agents are not built yet (they run on `--backend local`, from `cluster.manifests`); expected `command:` or `mode:` agents on kube for now", a.name)));
-    }
-    for m in &s.cluster.manifests {
-        problems.push((m.pos, format!("`cluster.manifests` ({}): on `--backend kube` manifests are not applied yet (they are on `--backend local`); expected the workload installed in the cluster beforehand", m.written)));
     }
     if s.cluster.self_hosted {
         problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));

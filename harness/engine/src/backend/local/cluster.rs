@@ -387,7 +387,8 @@ impl LocalCluster {
         let pins = build::Pins::read(&fixtures)?;
         let bins = build::ensure(&pins, &fixtures, say)?;
         let agent_exe = if spec.agents.is_empty() && spec.manifests.is_empty() {
-            PathBuf::new()
+            // Pods made later (`cluster up` used as an existing cluster) may run `kubechaos`.
+            agent_exe().unwrap_or_default()
         } else {
             agent_exe()?
         };

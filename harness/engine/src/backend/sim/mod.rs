@@ -79,13 +79,13 @@ pub(crate) fn check(s: &Scenario) -> Vec<(Pos, String)> {
             if a.command.is_some() {
                 Some((a.pos, format!("agent `{}` runs a `command`; the sim can only run the reference agent (`mode:`); run your own program with `--backend local`", a.name)))
             } else if a.is_pods() {
-                Some((a.pos, format!("agent `{}` is a pod agent (`pods`); the sim runs no software of yours, only the reference agent (`mode:`); run your pods with `--backend local` (from `cluster.manifests`)", a.name)))
+                Some((a.pos, format!("agent `{}` is a pod agent (`pods`); the sim runs no software of yours, only the reference agent (`mode:`); run your pods with `--backend local` (from `cluster.manifests`) or `--backend kube`", a.name)))
             } else {
                 None
             }
         })
         .collect();
-    problems.extend(s.cluster.manifests.iter().map(|m| (m.pos, format!("`cluster.manifests` ({}): the sim runs no manifests; expected `--backend local`, which applies them and runs each pod's `command` on this machine", m.written))));
+    problems.extend(s.cluster.manifests.iter().map(|m| (m.pos, format!("`cluster.manifests` ({}): the sim runs no manifests; expected `--backend local` (it applies them and runs each pod's `command` on this machine) or `--backend kube` (it creates them and deletes them at the end)", m.written))));
     problems
 }
 
