@@ -337,8 +337,9 @@ duration: 55s
 }
 
 /// Pod agents on an existing cluster (the local control plane through its kubeconfig, whose nodes
-/// run pods' commands): the run creates the scenario's manifests, follows the Deployment's pods
-/// as the agent's candidates (a start per running container, an exit when a pod goes), `kill`
+/// run pods' commands and serve their logs): the run creates the scenario's manifests, follows the
+/// Deployment's pods as the agent's candidates (a start per running container, an exit when a pod
+/// goes) and their logs (the reference agent's JSON reports), `kill`
 /// of the leader deletes that pod (its ReplicaSet makes another) and the other pod takes over;
 /// at the end it deletes what it created. A selector that matches no pod ends the start (exit 3)
 /// and what was created is deleted too.
@@ -398,6 +399,13 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
     ] {
         assert!(text.contains(expected), "{expected}:\n{text}");
     }
+    // The pods' logs are followed through the API (`pods/log`, which the local control plane's
+    // nodes serve as a kubelet does): the reference agent's JSON reports are judged.
+    assert!(
+        !text.contains("cannot follow this pod's log")
+            && !text.contains("(0 leadership terms observed)"),
+        "{text}"
+    );
     let killed_pod = text
         .lines()
         .find(|l| l.contains("fault     kill: agent/op/leader"))

@@ -88,6 +88,12 @@ pub(crate) trait Containers: Send + Sync {
     /// Whether the harness holds pod `pod`'s process down (a `remove` step): its node does not
     /// start it until a `start` step lets it.
     fn held(&self, pod: &str) -> bool;
+    /// The port on 127.0.0.1 where the pods' logs are served as the kubelet serves them, if
+    /// anywhere: the node reports it (and `InternalIP` 127.0.0.1) so that the API server's
+    /// `pods/log` reaches it.
+    fn kubelet_port(&self) -> Option<u16> {
+        None
+    }
 }
 
 /// What a `kill`, `remove` or `start` step does to a self-hosted component, whose processes
@@ -242,7 +248,7 @@ pub(crate) async fn run(
     let mut next_heartbeat = tokio::time::Instant::now();
     loop {
         if tokio::time::Instant::now() >= next_heartbeat {
-            if let Err(e) = heartbeat(&client, name, clock).await {
+            if let Err(e) = heartbeat(&client, name, clock, containers.kubelet_port()).await {
                 tracing::debug!(node = %name, error = %e, "heartbeat failed");
             }
             next_heartbeat = tokio::time::Instant::now() + RENEW_INTERVAL;
@@ -555,9 +561,9 @@ fn expand(text: &str, env: &[(String, String)]) -> String {
     out
 }
 
-fn ready_node(name: &str, clock: &dyn Clock) -> Node {
+fn ready_node(name: &str, clock: &dyn Clock, kubelet_port: Option<u16>) -> Node {
     let now = clock.wall().to_string();
-    serde_json::from_value(json!({
+    let mut node = json!({
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
         "spec": {},
         // Room for pods, as KWOK's default node reports: the scheduler's NodeResourcesFit
@@ -566,8 +572,12 @@ fn ready_node(name: &str, clock: &dyn Clock) -> Node {
                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
                                    "lastHeartbeatTime": now, "lastTransitionTime": now}]},
-    }))
-    .expect("node shape")
+    });
+    if let Some(port) = kubelet_port {
+        node["status"]["addresses"] = json!([{"type": "InternalIP", "address": "127.0.0.1"}]);
+        node["status"]["daemonEndpoints"] = json!({"kubeletEndpoint": {"Port": port}});
+    }
+    serde_json::from_value(node).expect("node shape")
 }
 
 /// One heartbeat: register or re-report the Node as Ready, renew its Lease.
@@ -575,16 +585,20 @@ pub(crate) async fn heartbeat(
     client: &kube::Client,
     name: &str,
     clock: &dyn Clock,
+    kubelet_port: Option<u16>,
 ) -> Result<(), kube::Error> {
     let nodes = Api::<Node>::all(client.clone());
     match nodes.get_opt(name).await? {
         None => {
             let created = nodes
-                .create(&PostParams::default(), &ready_node(name, clock))
+                .create(
+                    &PostParams::default(),
+                    &ready_node(name, clock, kubelet_port),
+                )
                 .await?;
             // The status sent on create is dropped by the status subresource rules; report it.
             let mut n = created;
-            n.status = ready_node(name, clock).status;
+            n.status = ready_node(name, clock, kubelet_port).status;
             nodes
                 .replace_status(name, &PostParams::default(), &n)
                 .await?;
@@ -593,7 +607,7 @@ pub(crate) async fn heartbeat(
             let ready = crate::kubeclient::node_ready(&n);
             if !ready {
                 let mut n = n;
-                n.status = ready_node(name, clock).status;
+                n.status = ready_node(name, clock, kubelet_port).status;
                 nodes
                     .replace_status(name, &PostParams::default(), &n)
                     .await?;

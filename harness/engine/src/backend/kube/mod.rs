@@ -750,7 +750,10 @@ impl Backend for Kube {
             }
         }
         restored.extend(rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made))));
-        restored.push(rt.block_on(restore(&client, self.created_namespace, &self.created)));
+        let through_api = rt.block_on(restore(&client, self.created_namespace, &self.created));
+        if restored.is_empty() || through_api != NOTHING_TO_UNDO {
+            restored.push(through_api);
+        }
         let restored = format!("restored: {}", restored.join("; "));
         progress.say(&restored);
         self.rt = Some(rt);
@@ -945,6 +948,9 @@ async fn own_leases(
     Ok((namespaces, leases))
 }
 
+/// What [`restore`] says when it had nothing to do.
+const NOTHING_TO_UNDO: &str = "nothing to undo through the API";
+
 /// Delete what the run created (probe pods; the namespace if it made it; the agents' Leases and
 /// namespaces it made) and say what was restored and what was left.
 async fn restore(
@@ -1028,7 +1034,7 @@ async fn restore(
         }
     }
     if said.is_empty() {
-        "nothing to undo through the API".to_owned()
+        NOTHING_TO_UNDO.to_owned()
     } else {
         said.join("; ")
     }

@@ -371,6 +371,9 @@ async fn follow_log(
     };
     // The last line's timestamp (RFC 3339, as the kubelet writes it), to resume after it.
     let mut last: Option<String> = None;
+    // Said once: its reports and `leading:` lines cannot be read (the kubelet does not serve
+    // its log), rather than a silence that looks like a quiet program.
+    let mut said = false;
     while current() {
         let params = LogParams {
             container: Some(container.clone()),
@@ -381,7 +384,17 @@ async fn follow_log(
                 .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()),
             ..LogParams::default()
         };
-        if let Ok(stream) = api.log_stream(&name, &params).await {
+        let opened = api.log_stream(&name, &params).await;
+        if let Err(e) = &opened {
+            if !said && current() {
+                said = true;
+                hooks.note(
+                    &name,
+                    &format!("kubechaos cannot follow this pod's log ({e}); its JSON reports and `leading:` lines are not read (still trying)"),
+                );
+            }
+        }
+        if let Ok(stream) = opened {
             let mut lines = stream.lines();
             while let Some(Ok(line)) = futures::StreamExt::next(&mut lines).await {
                 let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));

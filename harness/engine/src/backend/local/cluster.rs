@@ -274,6 +274,8 @@ pub struct LocalCluster {
     nodes: BTreeMap<String, tokio::task::JoinHandle<()>>,
     /// What the fake nodes run for their pods.
     pub(crate) containers: Arc<LocalContainers>,
+    /// Where the API server reads the pods' logs (kept for as long as the cluster runs).
+    _kubelet: super::kubelet::Kubelet,
 }
 
 impl Drop for LocalCluster {
@@ -491,6 +493,7 @@ impl LocalCluster {
             &serde_json::to_string_pretty(&record).expect("record"),
         )?;
         let admin = client_for(&admin_kubeconfig, None).await?;
+        let kubelet = super::kubelet::Kubelet::start(&dir)?;
         let containers = Arc::new(LocalContainers::new(
             bins.clone(),
             dir.clone(),
@@ -500,6 +503,7 @@ impl LocalCluster {
                 ca: pki.cert("ca"),
                 kubechaos: agent_exe.clone(),
                 agents: spec.pod_agents.iter().map(|(a, _)| a.clone()).collect(),
+                kubelet_port: Some(kubelet.port),
             },
         ));
         let mut cluster = LocalCluster {
@@ -527,6 +531,7 @@ impl LocalCluster {
             incarnations: BTreeMap::new(),
             nodes: BTreeMap::new(),
             containers,
+            _kubelet: kubelet,
         };
         let started = Instant::now();
         say(&format!(

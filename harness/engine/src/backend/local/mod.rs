@@ -12,6 +12,7 @@
 pub mod build;
 pub mod cluster;
 pub mod error;
+pub(crate) mod kubelet;
 pub(crate) mod pki;
 pub(crate) mod pods;
 pub(crate) mod proxy;

@@ -34,6 +34,8 @@ pub trait Hooks: Send + Sync {
     fn exited(&self, _process: &str, _reason: &str) {}
     /// Pod `pod` (`NAMESPACE/NAME`) of pod agent `agent` runs for the first time, as `process`.
     fn candidate(&self, _agent: &str, _pod: &str, _process: &str) {}
+    /// Something kubechaos has to say about a process (what it cannot see of it).
+    fn note(&self, _process: &str, _message: &str) {}
 }
 
 /// Hooks that do nothing (`cluster up`).
@@ -130,6 +132,9 @@ pub(crate) enum Isolation {
         scratch: PathBuf,
         /// The working directory.
         cwd: PathBuf,
+        /// This incarnation's container log, each line after its time (RFC 3339), as the
+        /// kubelet keeps it: what the kubelet log endpoint serves.
+        container_log: PathBuf,
     },
     /// The machine's hostname: an agent of an existing cluster, run by any user.
     None,
@@ -174,6 +179,7 @@ pub(crate) fn spawn(
             secrets,
             scratch,
             cwd,
+            ..
         } => {
             command
                 .args([
@@ -201,21 +207,33 @@ pub(crate) fn spawn(
             process: name.to_owned(),
             source,
         })?;
+    let stamped = match isolation {
+        Isolation::Pod { container_log, .. } => Some(Arc::new(Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(container_log)
+                .map_err(LocalError::file("open", container_log))?,
+        ))),
+        _ => None,
+    };
     let file = Arc::new(Mutex::new(file));
     if let Some(out) = child.stdout.take() {
-        pump(out, file.clone(), name, inc, hooks.clone());
+        pump(out, file.clone(), stamped.clone(), name, inc, hooks.clone());
     }
     if let Some(err) = child.stderr.take() {
-        pump(err, file, name, inc, hooks.clone());
+        pump(err, file, stamped, name, inc, hooks.clone());
     }
     hooks.started(name, inc);
     Ok(child)
 }
 
-/// Copy a child's output into its log, line by line, and show each line to the hooks.
+/// Copy a child's output into its log (and, stamped with its time, into its container log), line
+/// by line, and show each line to the hooks.
 fn pump(
     from: impl AsyncRead + Unpin + Send + 'static,
     log: Arc<Mutex<std::fs::File>>,
+    stamped: Option<Arc<Mutex<std::fs::File>>>,
     name: &str,
     inc: u32,
     hooks: Arc<dyn Hooks>,
@@ -227,6 +245,10 @@ fn pump(
             if let Ok(mut f) = log.lock() {
                 let _ = writeln!(f, "{line}");
             }
+            if let Some(Ok(mut f)) = stamped.as_ref().map(|f| f.lock()) {
+                let now = k8s_openapi::jiff::Timestamp::now();
+                let _ = writeln!(f, "{now:.9} {line}");
+            }
             hooks.line(&name, inc, &line);
         }
     });
@@ -237,6 +259,12 @@ pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let last: Vec<&str> = text.lines().rev().take(lines).collect();
     last.into_iter().rev().collect::<Vec<_>>().join("\n    ")
+}
+
+/// The directory of program pod `pod` (`NAMESPACE/NAME`): its service-account files, home,
+/// scratch space and container logs (`logs/INCARNATION.log`).
+pub(crate) fn pod_dir(dir: &Path, pod: &str) -> PathBuf {
+    dir.join("pods").join(pod.replace('/', "_"))
 }
 
 /// The root directory of a fake node's files.
@@ -280,6 +308,8 @@ pub(crate) struct PodEnvironment {
     pub(crate) kubechaos: PathBuf,
     /// The pod agents.
     pub(crate) agents: Vec<PodAgent>,
+    /// Where the pods' logs are served ([`super::kubelet`]).
+    pub(crate) kubelet_port: Option<u16>,
 }
 
 /// The containers of every fake node of a local cluster: real binaries.
@@ -362,13 +392,15 @@ impl LocalContainers {
         &self,
         st: &mut State,
         pod: &str,
+        incarnation: u32,
         program: &Program,
     ) -> Result<(Launch, Isolation), LocalError> {
-        let root = self.dir.join("pods").join(pod.replace('/', "_"));
+        let root = pod_dir(&self.dir, pod);
         let secrets = root.join("serviceaccount");
         let scratch = root.join("scratch");
         let home = root.join("home");
-        for d in [&secrets, &scratch, &home] {
+        let logs = root.join("logs");
+        for d in [&secrets, &scratch, &home, &logs] {
             std::fs::create_dir_all(d).map_err(LocalError::file("create", d))?;
         }
         let ns = pod.split('/').next().unwrap_or("default");
@@ -426,6 +458,7 @@ impl LocalContainers {
                 secrets,
                 scratch,
                 cwd,
+                container_log: logs.join(format!("{incarnation}.log")),
             },
         ))
     }
@@ -531,7 +564,8 @@ impl Containers for LocalContainers {
                 )
             }
             Workload::Program(program) => {
-                let (launch, isolation) = self.program_launch(&mut st, pod, program)?;
+                let inc = st.incarnations.get(pod).copied().unwrap_or(0) + 1;
+                let (launch, isolation) = self.program_launch(&mut st, pod, inc, program)?;
                 let agent = self.agent_of(pod, &program.labels).map(|a| a.name.clone());
                 (launch, isolation, agent.map(PodGroup::Agent))
             }
@@ -558,6 +592,10 @@ impl Containers for LocalContainers {
 
     fn held(&self, pod: &str) -> bool {
         self.state.lock().expect("containers").book.held(pod)
+    }
+
+    fn kubelet_port(&self) -> Option<u16> {
+        self.env.kubelet_port
     }
 
     fn running(&self, pod: &str) -> bool {

@@ -127,6 +127,13 @@ impl Hooks for RecorderHooks {
         });
     }
 
+    fn note(&self, process: &str, message: &str) {
+        self.0.record(EventKind::ProcessNote {
+            process: process.to_owned(),
+            message: message.to_owned(),
+        });
+    }
+
     fn line(&self, process: &str, incarnation: u32, line: &str) {
         let identity = || format!("{process}_{incarnation}");
         if let Some(said) = self.1.event(process, incarnation, line) {
