@@ -3,11 +3,10 @@
 //! the cause, and its correct mode passes, on the sim and on the real control plane. If the
 //! harness stopped catching the bug, the buggy modes would pass and these tests would fail.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 mod common;
-use common::{play_scenario, repo};
+use common::{build_client_go_agent, play_scenario, repo};
 
 /// A copy of a shipped agent scenario with every agent in `mode`.
 fn with_mode(scenario: &str, mode: &str) -> (tempfile::TempDir, PathBuf) {
@@ -115,26 +114,6 @@ fn local_partitions_catch_give_up() {
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn local_partitions_catch_stuck_on_stop() {
     check("agent-leader-partition", "stuck-on-stop", "local");
-}
-
-/// Build the example of "your own program": a client-go leader-elected program
-/// (`fixtures/agents/client-go`), with the machine's Go.
-fn build_client_go_agent(dir: &Path) -> PathBuf {
-    let bin = dir.join("client-go-agent");
-    let out = Command::new("go")
-        .current_dir(repo().join("fixtures/agents/client-go"))
-        .env("CGO_ENABLED", "0")
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(".")
-        .output()
-        .expect("go is installed (ci/test checks)");
-    assert!(
-        out.status.success(),
-        "building the client-go agent failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
 }
 
 /// A controller author's own program, run with `command:`: a real client-go program whose

@@ -264,21 +264,8 @@ duration: 1m25s
 ",
     );
     let play = |file: &Path| {
-        let out = kubechaos()
-            .arg("scenario")
-            .arg(file)
-            .args(["--backend", "kube", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        let (code, text) = common::play_on_kube(file, &kubeconfig);
+        (Some(code), text)
     };
     let (code, text) = play(&correct);
     assert_eq!(code, Some(0), "{text}");
@@ -365,21 +352,8 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
         path
     };
     let play = |file: &Path| {
-        let out = common::kubechaos()
-            .arg("scenario")
-            .arg(file)
-            .args(["--backend", "kube", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        let (code, text) = common::play_on_kube(file, &kubeconfig);
+        (Some(code), text)
     };
     let killed = write(
         "kube-pod-agent",
@@ -1061,7 +1035,7 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
         ],
         "{stderr}"
     );
-    assert!(stderr.contains("restored: unpaused node-1; "), "{stderr}");
+    assert!(stderr.contains("restored: unpaused node-1"), "{stderr}");
 
     // The Indexed Job that ci/ ships for long explorations passes the real API server's
     // validation.

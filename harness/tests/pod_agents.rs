@@ -6,52 +6,21 @@
 //! (exit 3) leaving nothing behind.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
-use common::{play_scenario, repo, wait_until_gone};
-
-/// Build the client-go fixture, with the machine's Go.
-fn build_client_go_agent(dir: &Path) -> PathBuf {
-    let bin = dir.join("client-go-agent");
-    let out = Command::new("go")
-        .current_dir(repo().join("fixtures/agents/client-go"))
-        .env("CGO_ENABLED", "0")
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(".")
-        .output()
-        .expect("go is installed (ci/test checks)");
-    assert!(
-        out.status.success(),
-        "building the client-go agent failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
-}
+use common::{build_client_go_agent, play_scenario, play_scenario_with, repo, wait_until_gone};
 
 /// Play a shipped example on the local backend, with its own TMPDIR: it must pass, and leave
 /// nothing behind (no run directory, no pod process, no mount of the service-account files).
 fn shipped_example_passes(name: &str, verdicts: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .env("RUST_LOG", "off")
-        .env("TMPDIR", tmp.path())
-        .args([
-            "scenario",
-            &format!("examples/{name}.yaml"),
-            "--backend",
-            "local",
-        ])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (code, text) = play_scenario_with(
+        Path::new(&format!("examples/{name}.yaml")),
+        "local",
+        &[],
+        &[("TMPDIR", tmp.path().as_os_str())],
     );
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(code, 0, "{text}");
     assert!(
         text.contains("candidate reference-agent/reference-agent-"),
         "{text}"
@@ -190,17 +159,9 @@ fn a_selector_that_matches_no_pod_ends_the_start() {
         "name: no-pods\ncluster:\n  nodes: 1\n  components: {kube-scheduler: {replicas: 1}, kube-controller-manager: {replicas: 1}}\n  manifests: [reference-agent.yaml]\n  agents:\n    - {name: op, lease: reference-agent/reference-agent-lock, pods: {namespace: reference-agent, selector: app=not-there}}\nfaults:\n  - {at: 5s, kill: agent/op/leader}\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .env("RUST_LOG", "off")
-        .env("TMPDIR", tmp.path())
-        .arg("scenario")
-        .arg(&path)
-        .args(["--backend", "local"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let (code, stderr) =
+        play_scenario_with(&path, "local", &[], &[("TMPDIR", tmp.path().as_os_str())]);
+    assert_eq!(code, 3, "{stderr}");
     assert!(
         stderr
             .contains("no pod in namespace reference-agent matching the selector of agent op ran"),

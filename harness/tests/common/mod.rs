@@ -22,9 +22,20 @@ pub fn kubechaos() -> assert_cmd::Command {
 /// `kubechaos scenario SCENARIO --backend BACKEND EXTRA...` from the repository's root: the
 /// exit code, and stdout then stderr.
 pub fn play_scenario(scenario: &Path, backend: &str, extra: &[&std::ffi::OsStr]) -> (i32, String) {
+    play_scenario_with(scenario, backend, extra, &[])
+}
+
+/// As [`play_scenario`], with extra environment (`TMPDIR`, to see what a run leaves behind).
+pub fn play_scenario_with(
+    scenario: &Path,
+    backend: &str,
+    extra: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
         .current_dir(repo())
         .env("RUST_LOG", "off")
+        .envs(env.iter().copied())
         .arg("scenario")
         .arg(scenario)
         .args(["--backend", backend])
@@ -70,4 +81,34 @@ pub fn wait_until_gone(needle: &str) -> Vec<String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// `kubechaos scenario FILE --backend kube --kubeconfig KUBECONFIG`: the exit code, and stdout
+/// then stderr.
+pub fn play_on_kube(file: &Path, kubeconfig: &Path) -> (i32, String) {
+    play_scenario(
+        file,
+        "kube",
+        &[std::ffi::OsStr::new("--kubeconfig"), kubeconfig.as_os_str()],
+    )
+}
+
+/// Build the client-go fixture (`fixtures/agents/client-go`, a controller on client-go's
+/// `leaderelection` package) into `dir`, with the machine's Go.
+pub fn build_client_go_agent(dir: &Path) -> PathBuf {
+    let bin = dir.join("client-go-agent");
+    let out = Command::new("go")
+        .current_dir(repo().join("fixtures/agents/client-go"))
+        .env("CGO_ENABLED", "0")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .output()
+        .expect("go is installed (ci/test checks)");
+    assert!(
+        out.status.success(),
+        "building the client-go agent failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
 }

@@ -385,6 +385,12 @@ async fn follow_log(
             ..LogParams::default()
         };
         let opened = api.log_stream(&name, &params).await;
+        if let Err(kube::Error::Api(s)) = &opened {
+            if s.code == 404 {
+                // The pod is gone (deleted meanwhile): its follower says so as its exit.
+                return;
+            }
+        }
         if let Err(e) = &opened {
             if !said && current() {
                 said = true;
