@@ -88,6 +88,11 @@ struct Supervised {
     started_at: Duration,
 }
 
+/// A pod agent's Lease held by an identity that names none of its running pods.
+fn held_by_none(lease: &LeaseRef, holder: &str, agent: &str) -> String {
+    format!("the Lease {lease} is held by `{holder}`, which is none of agent {agent}'s running pods: an identity that is not its pod's name (`PODNAME` or `PODNAME_…`) cannot be matched to a pod, or the holder is not one of its pods")
+}
+
 /// One directed cut made by a step: (step, from, to).
 type DirectedCut = (usize, String, String);
 
@@ -269,6 +274,29 @@ impl<W: World> Driver<W> {
             .cloned()
     }
 
+    /// Why a `/leader` target matched nothing: nobody held the Lease, or (a pod agent) its
+    /// holder's identity names none of the agent's running pods: said, so that a step that
+    /// touched nothing is not mistaken for one that did.
+    fn why_no_leader(&mut self, s: &Scenario, targets: &[&Target]) -> String {
+        for t in targets {
+            let Target::Agent(name, Selector::Leader) = t else {
+                continue;
+            };
+            let Some(a) = s
+                .cluster
+                .agents
+                .iter()
+                .find(|a| &a.name == name && a.is_pods())
+            else {
+                continue;
+            };
+            if let Some(h) = self.world.lease_holder(&a.lease) {
+                return held_by_none(&a.lease, &h, name);
+            }
+        }
+        "no leader at the time".into()
+    }
+
     /// Whose pods a target on pod-run processes stands for: a self-hosted component's, or a pod
     /// agent's. `None` for processes kubechaos runs itself.
     fn pod_group(s: &Scenario, t: &Target) -> Option<(PodGroup, Selector, LeaseRef)> {
@@ -373,7 +401,7 @@ impl<W: World> Driver<W> {
                 }
                 self.resolved.insert(step, names.clone());
                 if names.is_empty() {
-                    format!("no process matched `{t}` (no leader at the time)")
+                    format!("no process matched `{t}` ({})", self.why_no_leader(s, &[t]))
                 } else {
                     describe(&touched, "already down")
                 }
@@ -389,6 +417,11 @@ impl<W: World> Driver<W> {
             Action::Partition(p) => {
                 let a = self.resolve(s, &p.a);
                 let b = self.resolve(s, &p.b);
+                let why = if a.is_empty() || b.is_empty() {
+                    self.why_no_leader(s, &[&p.a, &p.b])
+                } else {
+                    String::new()
+                };
                 for x in &a {
                     for y in b.iter().filter(|y| *y != x) {
                         let mut directions = vec![(x.clone(), y.clone())];
@@ -402,7 +435,7 @@ impl<W: World> Driver<W> {
                         touched.push(format!("{x} {} {y}", if p.oneway { "->" } else { "<->" }));
                     }
                 }
-                describe(&touched, "no links matched (no leader at the time)")
+                describe(&touched, &format!("no links matched ({why})"))
             }
             Action::Heal(_) => {
                 let steps: BTreeSet<usize> = self.cuts.iter().map(|c| c.0).collect();
@@ -462,9 +495,17 @@ impl<W: World> Driver<W> {
                     PodGroup::Agent(_) => self.leader_pod(lease, &pods),
                     PodGroup::Component(_) => self.world.lease_holder(lease),
                 };
-                match leader {
-                    Some(pod) => Some(pod),
-                    None => return "no pod matched (no leader at the time)".into(),
+                match (leader, group) {
+                    (Some(pod), _) => Some(pod),
+                    (None, PodGroup::Agent(name)) => match self.world.lease_holder(lease) {
+                        Some(h) => {
+                            return format!("no pod matched ({})", held_by_none(lease, &h, name))
+                        }
+                        None => return "no pod matched (no leader at the time)".into(),
+                    },
+                    (None, PodGroup::Component(_)) => {
+                        return "no pod matched (no leader at the time)".into()
+                    }
                 }
             }
             // The backend's check and validation allow only `all` and `leader` here.
@@ -887,6 +928,23 @@ faults:
         };
         let mut d = driver(world);
         play(&mut d, &s, Duration::from_secs(8));
+        let mut other = driver(Fake {
+            holder: Some("leader-elsewhere".into()),
+            pods: vec!["op-7d9f-abcde".into()],
+            ..Fake::default()
+        });
+        play(&mut other, &s, Duration::from_secs(6));
+        let said = faults(&other.recorder().snapshot());
+        assert!(
+            said[0].1.contains("no links matched (the Lease ops/op is held by `leader-elsewhere`, which is none of agent op's running pods"),
+            "{said:?}"
+        );
+        assert!(
+            said[2]
+                .1
+                .starts_with("no pod matched (the Lease ops/op is held by `leader-elsewhere`"),
+            "{said:?}"
+        );
         assert_eq!(
             d.world.calls,
             [
