@@ -1049,6 +1049,23 @@ fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
         .stderr(predicate::str::contains(
             "missing-program.yaml:4:15: Deployment reference-agent in op.yaml: container `agent` runs `./no-such-operator`, which is not an executable file",
         ));
+    // An environment the nodes do not give is said before the run too, not as a pod that never
+    // starts.
+    let secret = std::fs::read_to_string(repo().join("examples/manifests/reference-agent.yaml"))
+        .unwrap()
+        .replace(
+            "--mode, correct]",
+            "--mode, correct]\n          env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: s, key: k}}}]",
+        );
+    std::fs::write(dir.path().join("secret.yaml"), secret).unwrap();
+    let with_secret = scenario("with-secret", "[secret.yaml]");
+    kubechaos()
+        .args(["validate", with_secret.to_str().unwrap(), "--backend", "local"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "with-secret.yaml:4:15: Deployment reference-agent in secret.yaml: container `agent`: env `TOKEN`: only `valueFrom.fieldRef` is supported",
+        ));
     let missing_file = scenario("missing-file", "[op.yaml, nowhere.yaml]");
     kubechaos()
         .args([

@@ -109,6 +109,21 @@ fn up_for_a_second(extra: &[&str]) -> (String, PathBuf) {
     )
 }
 
+/// A namespace's phase (`Active`, `Terminating`), or nothing once it is gone.
+fn namespace_phase(dir: &Path, ns: &str) -> String {
+    kubectl(
+        dir,
+        &[
+            "get",
+            "namespace",
+            ns,
+            "--ignore-not-found",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+    )
+}
+
 fn kubectl(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("kubectl")
         .env("KUBECONFIG", dir.join("admin.kubeconfig"))
@@ -309,17 +324,7 @@ duration: 55s
         !leases.contains("agent-lock") && !leases.contains("give-up-lock"),
         "{leases}"
     );
-    let ns = kubectl(
-        &dir,
-        &[
-            "get",
-            "namespace",
-            "kube-agents",
-            "--ignore-not-found",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-    );
+    let ns = namespace_phase(&dir, "kube-agents");
     assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
 }
 
@@ -391,24 +396,8 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
         "the deleted pod's process ended in the timeline:\n{text}"
     );
 
-    // The namespace the run deleted goes away before the next run makes it again.
-    for _ in 0..120 {
-        let ns = kubectl(
-            &dir,
-            &[
-                "get",
-                "namespace",
-                "reference-agent",
-                "--ignore-not-found",
-                "-o",
-                "name",
-            ],
-        );
-        if ns.trim().is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // The namespace the run deleted may still be going away: the next run waits for it before
+    // it makes it again (an object being deleted is not "found already there").
     let podless = write(
         "kube-podless",
         "app=not-there",
@@ -421,17 +410,7 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
             && text.contains("deleted Namespace reference-agent it created"),
         "{text}"
     );
-    let ns = kubectl(
-        &dir,
-        &[
-            "get",
-            "namespace",
-            "reference-agent",
-            "--ignore-not-found",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-    );
+    let ns = namespace_phase(&dir, "reference-agent");
     assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
 }
 
@@ -895,17 +874,7 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
         ],
     );
     assert_eq!(left.trim(), "", "probe pods left behind");
-    let ns = kubectl(
-        &dir,
-        &[
-            "get",
-            "namespace",
-            "kubechaos",
-            "--ignore-not-found",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-    );
+    let ns = namespace_phase(&dir, "kubechaos");
     assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
 
     // The guard: the same cluster under a name that does not look disposable is refused (exit

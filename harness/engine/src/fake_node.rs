@@ -477,7 +477,7 @@ async fn program_of(
 /// A container's environment as the kubelet makes it: `value`s (with `$(VAR)` references to
 /// earlier variables expanded) and the downward API's `fieldRef`s. Anything else (Secrets,
 /// ConfigMaps, resources, `envFrom`) is refused by name, rather than left out.
-fn environment(
+pub(crate) fn environment(
     pod: &Pod,
     container: &k8s_openapi::api::core::v1::Container,
 ) -> Result<Vec<(String, String)>, ContainerError> {

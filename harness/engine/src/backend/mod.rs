@@ -234,25 +234,41 @@ fn runnable(program: &str) -> bool {
     }
 }
 
-/// The programs of the manifests' pods (a Pod's containers, or the pod template's of a
-/// Deployment, StatefulSet, DaemonSet, ReplicaSet or Job) that are not there to run on the local
-/// backend's nodes; `kubechaos` is this executable.
-pub(crate) fn missing_pod_programs(s: &Scenario) -> Vec<(Pos, String)> {
+/// What the local backend's nodes could not run of the manifests' pods (a Pod's containers, or
+/// the pod template's of a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job), said before
+/// the run rather than as a pod that never starts: a `command` whose program is not there
+/// (`kubechaos` is this executable), and an environment the nodes do not give (checked by the
+/// very function that makes it, [`crate::fake_node::environment`]).
+pub(crate) fn pod_problems(s: &Scenario) -> Vec<(Pos, String)> {
     let mut problems = Vec::new();
     for m in &s.cluster.manifests {
         for o in &m.objects {
-            let spec = match o.pointer("/spec/template/spec") {
-                Some(t) => Some(t),
-                None => (o["kind"] == "Pod").then(|| &o["spec"]),
+            let spec = match o.pointer("/spec/template") {
+                Some(t) => Some(t.clone()),
+                None => (o["kind"] == "Pod").then(|| o.clone()),
             };
-            let containers = spec
-                .and_then(|sp| sp["containers"].as_array())
-                .cloned()
-                .unwrap_or_default();
-            for c in containers {
-                let Some(program) = c.pointer("/command/0").and_then(|p| p.as_str()) else {
+            let Some(pod) = spec
+                .and_then(|t| serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(t).ok())
+            else {
+                continue;
+            };
+            let what = |c: &str| {
+                format!(
+                    "{} {} in {}: container `{c}`",
+                    o["kind"].as_str().unwrap_or("object"),
+                    o.pointer("/metadata/name")
+                        .and_then(|n| n.as_str())
+                        .unwrap_or(""),
+                    m.written,
+                )
+            };
+            for c in pod.spec.iter().flat_map(|sp| sp.containers.iter()) {
+                let Some(program) = c.command.as_ref().and_then(|cmd| cmd.first()) else {
                     continue;
                 };
+                if let Err(e) = crate::fake_node::environment(&pod, c) {
+                    problems.push((m.pos, format!("{}: {e}", what(&c.name))));
+                }
                 if program == "kubechaos" || runnable(program) {
                     continue;
                 }
@@ -260,11 +276,8 @@ pub(crate) fn missing_pod_programs(s: &Scenario) -> Vec<(Pos, String)> {
                     .map(|d| d.display().to_string())
                     .unwrap_or_else(|_| ".".into());
                 problems.push((m.pos, format!(
-                    "{} {} in {}: container `{}` runs `{program}`, which is not an executable file {}; expected the path of a program on this machine (with a `/`, from the directory kubechaos runs in), a name on PATH, or `kubechaos`: the local backend's nodes run a pod's `command` on this machine, the image ignored",
-                    o["kind"].as_str().unwrap_or("object"),
-                    o.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or(""),
-                    m.written,
-                    c["name"].as_str().unwrap_or(""),
+                    "{} runs `{program}`, which is not an executable file {}; expected the path of a program on this machine (with a `/`, from the directory kubechaos runs in), a name on PATH, or `kubechaos`: the local backend's nodes run a pod's `command` on this machine, the image ignored",
+                    what(&c.name),
                     if program.contains('/') { format!("(from {cwd})") } else { "on PATH".to_owned() },
                 )));
             }

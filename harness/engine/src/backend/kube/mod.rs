@@ -535,34 +535,24 @@ impl Kube {
                 return Err(e.into());
             }
         };
-        if let Some(a) = agents.as_mut() {
-            progress.say(&format!(
-                "starting {} agent process(es) on this machine, each through its own proxy to the API server",
-                a.processes().len()
-            ));
-            let up = start_agents(rt, &client, s, a, &mut self.created, &interrupt);
-            if let Err(why) = up {
-                interrupt.stop();
-                let stopped = rt.block_on(agents.take().expect("agents").down());
-                let restored = rt.block_on(restore(&client, self.created_namespace, &self.created));
-                let message = format!("{why}; {stopped}; restored: {restored}");
-                return Err(if interrupt.came() {
-                    BackendError::Interrupted {
-                        message,
-                        events: Vec::new(),
-                    }
-                } else {
-                    KubeError::Agents { what: message }.into()
-                });
+        // Then the scenario's manifests (what does not exist yet) and the pod agents' pods,
+        // followed from before time zero; a pod agent none of whose pods runs ends the start.
+        let up = match agents.as_mut() {
+            Some(a) => {
+                progress.say(&format!(
+                    "starting {} agent process(es) on this machine, each through its own proxy to the API server",
+                    a.processes().len()
+                ));
+                start_agents(rt, &client, s, a, &mut self.created, &interrupt)
             }
+            None => Ok(()),
         }
-
-        // The scenario's manifests (what does not exist yet) and the pod agents' pods, followed
-        // from before time zero; a pod agent none of whose pods runs ends the start.
-        let pod_agents = match workload(&mut self.made, rt, s, &client, hooks, &interrupt, progress)
-        {
+        .and_then(|()| workload(&mut self.made, rt, s, &client, hooks, &interrupt, progress));
+        let pod_agents = match up {
             Ok(p) => p,
             Err(why) => {
+                // Everything the start made is undone: agents stopped, manifests' objects
+                // deleted, Leases, namespaces and the probe namespace removed.
                 interrupt.stop();
                 let mut said = Vec::new();
                 if let Some(a) = agents.take() {

@@ -600,26 +600,12 @@ impl Containers for LocalContainers {
 
     fn running(&self, pod: &str) -> bool {
         let mut st = self.state.lock().expect("containers");
-        let Some(child) = st.running.get_mut(pod) else {
+        let log = self.log(pod);
+        if let Some(why) = exited(&mut st.running, pod, &log) {
+            self.hooks.exited(Self::process(pod), &why);
             return false;
-        };
-        match child.try_wait() {
-            Ok(None) => true,
-            Ok(Some(status)) => {
-                st.running.remove(pod);
-                let tail = log_tail(&self.log(pod), 1);
-                self.hooks.exited(
-                    Self::process(pod),
-                    &if tail.is_empty() {
-                        format!("exited: {status}")
-                    } else {
-                        format!("exited: {status}; last log line: {tail}")
-                    },
-                );
-                false
-            }
-            Err(_) => false,
         }
+        st.running.contains_key(pod)
     }
 }
 

@@ -327,7 +327,7 @@ impl Backend for Local {
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
         let mut problems = crate::backend::built_cluster_check(s, "local");
         problems.extend(crate::backend::missing_programs(s));
-        problems.extend(crate::backend::missing_pod_programs(s));
+        problems.extend(crate::backend::pod_problems(s));
         problems
     }
 
