@@ -988,7 +988,7 @@ fn agents_are_valid_on_an_existing_cluster_with_every_provider() {
 
 /// Pod agents and manifests: the shipped examples are valid and say where they run; the sim
 /// refuses them before anything runs (exit 2, at the agent's and the manifest's lines), and the
-/// kube backend a partition of a pod (not built there yet); a manifest whose pod runs a program
+/// kube backend's generic provider a partition of a pod (it cannot reach the node); a manifest whose pod runs a program
 /// that is not there, and a manifest that is missing, are exit 2 before the run, where they are
 /// named.
 #[test]
@@ -1016,12 +1016,25 @@ fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
         .stderr(predicate::str::contains(
             "reference-agent-leader-cut-off.yaml:15:15: `cluster.manifests` (manifests/reference-agent.yaml): the sim runs no manifests",
         ));
+    // A pod is cut off by packet filter rules in its node: kind and k3d reach the nodes, the
+    // generic provider does not.
     kubechaos()
-        .args(["validate", example, "--backend", "kube", "--provider", "kind"])
+        .args([
+            "validate",
+            example,
+            "--backend",
+            "kube",
+            "--provider",
+            "kind",
+        ])
+        .assert()
+        .code(0);
+    kubechaos()
+        .args(["validate", example, "--backend", "kube", "--provider", "generic"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "reference-agent-leader-cut-off.yaml:21:5: `partition: [agent/reference-agent/leader, api-server]`: cutting one pod off needs packet filter rules in its node's network",
+            "reference-agent-leader-cut-off.yaml:21:5: `partition: [agent/reference-agent/leader, api-server]`: cutting one pod off needs packet filter rules in its node, and the generic provider has only the API",
         ));
 
     let dir = tempfile::tempdir().unwrap();

@@ -396,6 +396,61 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
         "the deleted pod's process ended in the timeline:\n{text}"
     );
 
+    // With a provider that reaches the nodes (kind, told by `--provider`; its docker CLI a
+    // recording stand-in, as no kind cluster runs here), the leader pod is cut off by rules on
+    // its own address in its node's container, mended by `for:`, and killed there by crictl: the
+    // wiring from the API's view of the pod (node, podIP) to the commands is what is checked.
+    let docker_dir = tempfile::tempdir().unwrap();
+    let docker_log = docker_dir.path().join("docker.log");
+    let docker = docker_dir.path().join("docker");
+    std::fs::write(
+        &docker,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n",
+            docker_log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cut = write(
+        "kube-pod-cut",
+        "app=reference-agent",
+        "faults:\n  - {at: 5s, partition: [agent/op/leader, api-server], for: 4s}\n  - {at: 11s, kill: agent/op/leader}\nexpect:\n  - single-leader: {lease: reference-agent/reference-agent-lock}\nduration: 14s\n",
+    );
+    let (code, text) = common::play_scenario_with(
+        &cut,
+        "kube",
+        &[
+            std::ffi::OsStr::new("--kubeconfig"),
+            kubeconfig.as_os_str(),
+            std::ffi::OsStr::new("--provider"),
+            std::ffi::OsStr::new("kind"),
+        ],
+        &[("KUBECHAOS_DOCKER", docker.as_os_str())],
+    );
+    assert_eq!(code, 0, "{text}");
+    let calls = std::fs::read_to_string(&docker_log).unwrap_or_default();
+    assert!(
+        text.contains("fault     partition: [agent/op/leader, api-server]  [reference-agent-"),
+        "the cut names the leader pod:\n{text}"
+    );
+    for expected in [
+        "iptables -I INPUT -s 127.0.0.1 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP",
+        "iptables -I OUTPUT -d 127.0.0.1 -p tcp --sport 6443 -m comment --comment kubechaos -j DROP",
+        "iptables -D INPUT -s 127.0.0.1 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP",
+        "iptables -D FORWARD -d 127.0.0.1 -p tcp --sport 6443 -m comment --comment kubechaos -j DROP",
+        "--label io.kubernetes.pod.namespace=reference-agent --label io.kubernetes.pod.name=",
+    ] {
+        assert!(calls.contains(expected), "{expected}:\n{calls}\n{text}");
+    }
+    assert_eq!(calls.matches(" -I ").count(), 4, "{calls}");
+    assert_eq!(calls.matches(" -D ").count(), 4, "{calls}");
+    // Each command runs in the container named as the pod's node.
+    assert!(
+        calls.lines().all(|c| c.starts_with("exec node-")),
+        "{calls}"
+    );
+
     // The namespace the run deleted may still be going away: the next run waits for it before
     // it makes it again (an object being deleted is not "found already there").
     let podless = write(

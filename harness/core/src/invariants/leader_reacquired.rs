@@ -52,7 +52,7 @@ pub(super) fn judge(
             continue;
         }
         if let (Some(h), Some(r)) = (holder, renew_ms) {
-            if *r >= anchor && tl.alive(h, e.t_ms) {
+            if *r >= anchor && tl.alive(&name, h, e.t_ms) {
                 let after = e.t_ms.saturating_sub(anchor);
                 return (
                     true,
@@ -76,7 +76,7 @@ pub(super) fn judge(
         Some((_, Some(h), renew)) => format!(
             "last holder {} (process {}), last renewal {}",
             h,
-            if tl.alive(&h, deadline) {
+            if tl.alive(&name, &h, deadline) {
                 "still running"
             } else {
                 "not running"

@@ -16,7 +16,7 @@ mod valid_lease_while_leading;
 use std::collections::BTreeMap;
 
 use crate::events::{identity_process, Event, EventKind};
-use crate::scenario::{Invariant, LeaseRef, Scenario};
+use crate::scenario::{holder_pod, Invariant, LeaseRef, Scenario};
 
 /// The verdict on one invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +45,15 @@ pub(crate) struct Timeline<'a> {
     last_fault_ms: u64,
     /// Moment each step id was applied.
     step_ms: BTreeMap<String, u64>,
+    /// How the holder identities of each pod agent's Lease name its pods, by Lease.
+    pod_agents: BTreeMap<String, PodNaming>,
+}
+
+/// How a pod agent's holder identities name its pods: its `identity` pattern, and its candidate
+/// pods.
+struct PodNaming {
+    pattern: Option<regex::Regex>,
+    pods: Vec<String>,
 }
 
 impl<'a> Timeline<'a> {
@@ -66,6 +75,33 @@ impl<'a> Timeline<'a> {
             end_ms,
             last_fault_ms,
             step_ms,
+            pod_agents: BTreeMap::new(),
+        }
+    }
+
+    /// With what the scenario says of its pod agents' identities.
+    fn with_pod_agents(mut self, s: &Scenario) -> Self {
+        for a in s.cluster.agents.iter().filter(|a| a.is_pods()) {
+            let pods = self.candidates(s, &a.lease);
+            self.pod_agents.insert(
+                a.lease.to_string(),
+                PodNaming {
+                    pattern: a.identity_pattern(),
+                    pods,
+                },
+            );
+        }
+        self
+    }
+
+    /// The process a holder identity of `lease` stands for: a pod agent's pod
+    /// ([`holder_pod`]; the identity itself if it names none), else the part before the `_`.
+    fn holder_process(&self, lease: &str, identity: &str) -> String {
+        match self.pod_agents.get(lease) {
+            Some(n) => holder_pod(n.pattern.as_ref(), identity, &n.pods)
+                .cloned()
+                .unwrap_or_else(|| identity.to_owned()),
+            None => identity_process(identity).to_owned(),
         }
     }
 
@@ -92,11 +128,12 @@ impl<'a> Timeline<'a> {
         running
     }
 
-    /// Whether `identity`'s process is running, in that incarnation, at `t`. A process the
-    /// timeline never mentions (on an existing cluster, kubechaos sees Leases, not processes)
-    /// counts as running: its renewals are the evidence.
-    fn alive(&self, identity: &str, t: u64) -> bool {
-        let process = identity_process(identity);
+    /// Whether the process a holder identity of `lease` names is running, in that incarnation,
+    /// at `t`. A process the timeline never mentions (on an existing cluster, kubechaos sees
+    /// Leases, not processes) counts as running: its renewals are the evidence.
+    fn alive(&self, lease: &str, identity: &str, t: u64) -> bool {
+        let process = self.holder_process(lease, identity);
+        let process = process.as_str();
         let mentioned = self.events.iter().any(|e| match &e.kind {
             EventKind::ProcessStarted { process: p, .. }
             | EventKind::ProcessExited { process: p, .. } => p == process,
@@ -217,7 +254,7 @@ pub(crate) fn watch(inv: &Invariant) -> Watch {
 
 /// Judge every invariant of a scenario on a recorded timeline.
 pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
-    let tl = Timeline::new(events);
+    let tl = Timeline::new(events).with_pod_agents(s);
     s.expect
         .iter()
         .enumerate()
@@ -290,6 +327,115 @@ mod tests {
             after: None,
         };
         available::judge(&tl, &inv, anchor, anchor + 30_000)
+    }
+
+    /// A pod agent whose program writes its identity in its own way: its `identity` pattern
+    /// maps the Lease's holder to its pod, so the pod that leads on a Lease naming it is judged
+    /// valid and, once the pod is gone, the holder is known not to run. Without the pattern the
+    /// same timeline would read as leading on a Lease that names someone else.
+    #[test]
+    fn a_pod_agents_identity_pattern_maps_holders_to_its_pods() {
+        let yaml = |identity: &str| {
+            format!(
+                "name: t
+cluster:
+  agents: [{{name: op, lease: ops/op, pods: {{namespace: ops, selector: app=op}}{identity}}}]
+faults: [{{at: 1s, kill: agent/op}}]
+expect:
+  - valid-lease-while-leading: {{lease: ops/op}}
+  - leader-reacquired: {{lease: ops/op, within: 10s}}
+"
+            )
+        };
+        let at = |t_ms: u64, kind: EventKind| Event { t_ms, kind };
+        let lease = |t_ms: u64, renew: u64| {
+            at(
+                t_ms,
+                EventKind::LeaseObserved {
+                    lease: "ops/op".into(),
+                    holder: Some("leader@op-1".into()),
+                    renew_ms: Some(renew),
+                    transitions: 0,
+                    duration_ms: Some(15_000),
+                },
+            )
+        };
+        let events = vec![
+            at(
+                0,
+                EventKind::CandidatePod {
+                    agent: "op".into(),
+                    pod: "ops/op-1".into(),
+                    process: "op-1".into(),
+                },
+            ),
+            at(
+                0,
+                EventKind::ProcessStarted {
+                    process: "op-1".into(),
+                    incarnation: 1,
+                },
+            ),
+            lease(100, 100),
+            at(
+                200,
+                EventKind::LeadingStarted {
+                    lease: "ops/op".into(),
+                    identity: "op-1_1".into(),
+                },
+            ),
+            at(
+                5_000,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: None,
+                    action: "kill: agent/op".into(),
+                    undo: false,
+                    detail: String::new(),
+                },
+            ),
+            at(
+                5_000,
+                EventKind::ProcessExited {
+                    process: "op-1".into(),
+                    reason: "killed".into(),
+                },
+            ),
+            // The observer's next read: renewed before the kill, seen after it.
+            lease(5_500, 4_900),
+            at(20_000, EventKind::RunEnded {}),
+        ];
+        let with = crate::scenario::parse(
+            std::path::Path::new("t.yaml"),
+            yaml(", identity: '^leader@(.+)$'").as_bytes(),
+        )
+        .unwrap();
+        let v = judge(&with, &events);
+        assert!(v[0].held, "{}", v[0].message);
+        assert!(
+            !v[1].held,
+            "a holder whose pod was killed does not re-acquire"
+        );
+        assert!(
+            v[1].message.contains("process not running"),
+            "{}",
+            v[1].message
+        );
+
+        let without =
+            crate::scenario::parse(std::path::Path::new("t.yaml"), yaml("").as_bytes()).unwrap();
+        let v = judge(&without, &events);
+        assert!(!v[0].held, "{}", v[0].message);
+        assert!(
+            v[0].message.contains("the Lease named leader@op-1"),
+            "{}",
+            v[0].message
+        );
+        assert!(
+            v[1].message.contains("process still running"),
+            "{}",
+            v[1].message
+        );
     }
 
     #[test]

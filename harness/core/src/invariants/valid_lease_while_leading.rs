@@ -35,17 +35,23 @@ impl Seen {
 /// Whether a holder identity names the candidate that reports `identity`: the same identity, or
 /// the same process (upstream components write `HOSTNAME_UUID`, their reports say
 /// `PROCESS_INCARNATION`; a restarted process's earlier term ended with its exit).
-fn names(holder: &str, identity: &str) -> bool {
-    holder == identity || identity_process(holder) == identity_process(identity)
+fn names(tl: &Timeline<'_>, lease: &str, holder: &str, identity: &str) -> bool {
+    holder == identity || tl.holder_process(lease, holder) == identity_process(identity)
 }
 
 /// When the term of `identity` (leading since `since`) stops being justified by the Lease, and
 /// why (`u64::MAX` while the Lease names it and no expiry is known).
-fn unjustified_from(seen: &Seen, identity: &str, since: u64) -> (u64, String) {
+fn unjustified_from(
+    tl: &Timeline<'_>,
+    lease: &str,
+    seen: &Seen,
+    identity: &str,
+    since: u64,
+) -> (u64, String) {
     match &seen.holder {
         // A term that began after the Lease seen last had expired (the observer has not seen its
         // new renewal yet) is judged from its start: the tolerance covers that lag too.
-        Some(h) if names(h, identity) => match seen.valid_until() {
+        Some(h) if names(tl, lease, h, identity) => match seen.valid_until() {
             Some(until) => (
                 until.max(since),
                 format!(
@@ -61,7 +67,7 @@ fn unjustified_from(seen: &Seen, identity: &str, since: u64) -> (u64, String) {
             seen.holder_since.max(since),
             format!(
                 "the Lease named {} (since {})",
-                identity_process(h),
+                tl.holder_process(lease, h),
                 fmt_ms(seen.holder_since)
             ),
         ),
@@ -90,7 +96,7 @@ pub(super) fn judge(
     // found at (its end is looked for from there).
     let violation = |seen: &Seen, open: &[(String, u64)], now: u64| {
         open.iter().find_map(|(identity, since)| {
-            let (from, why) = unjustified_from(seen, identity, *since);
+            let (from, why) = unjustified_from(tl, &name, seen, identity, *since);
             (from != u64::MAX && from.saturating_add(tolerance) < now)
                 .then(|| (identity.clone(), from.saturating_add(tolerance), why))
         })

@@ -22,7 +22,7 @@ pub(crate) const CLUSTER_KEYS: &[&str] =
     &["nodes", "components", "self-hosted", "agents", "manifests"];
 /// Keys of an agent group.
 pub(crate) const AGENT_KEYS: &[&str] = &[
-    "name", "replicas", "lease", "mode", "command", "pods", "leading",
+    "name", "replicas", "lease", "mode", "command", "pods", "leading", "identity",
 ];
 /// Keys of a step besides its action.
 pub(crate) const STEP_KEYS: &[&str] = &["at", "id", "for"];
@@ -559,6 +559,18 @@ impl Decoder {
             }
             None => None,
         };
+        let identity = match f.get("identity") {
+            Some(n) => {
+                let i = self.identity(n);
+                ok &= i.is_some();
+                if pods.is_none() {
+                    self.problem(n.pos, "`identity` on an agent without `pods`; expected it only on a pod agent: the agents kubechaos starts are given their identities");
+                    ok = false;
+                }
+                i
+            }
+            None => None,
+        };
         if !ok {
             return None;
         }
@@ -570,8 +582,31 @@ impl Decoder {
             command,
             pods,
             leading,
+            identity,
             pos: node.pos,
         })
+    }
+
+    /// `identity: REGEX`: how a Lease holder identity names a pod agent's pod.
+    fn identity(&mut self, node: &Node) -> Option<String> {
+        let text = self.string(node, "`agent.identity`")?;
+        let expected = "expected a regular expression whose first group captures the pod's name from a Lease holder identity, like `^leader-(.+)$`";
+        match regex::Regex::new(&text) {
+            Ok(_) if text.is_empty() => {
+                self.problem(node.pos, format!("`agent.identity` is empty; {expected}"));
+                None
+            }
+            Ok(_) => Some(text),
+            Err(e) => {
+                let why = e.to_string();
+                let why = why.lines().last().unwrap_or("").trim().to_owned();
+                self.problem(
+                    node.pos,
+                    format!("`agent.identity` is not a regular expression ({why}); {expected}"),
+                );
+                None
+            }
+        }
     }
 
     /// `pods: {namespace: NS, selector: LABELS}` of a pod agent.
@@ -1131,6 +1166,28 @@ mod tests {
             "    - {name: op, lease: ops/op, command: [./op], leading: {started: x}}\n"
         )
         .is_ok());
+    }
+
+    /// `identity` says how a pod agent's holder identities name its pods; it is a pattern, and
+    /// only a pod agent's.
+    #[test]
+    fn an_identity_pattern_belongs_to_a_pod_agent_and_must_compile() {
+        let a = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, identity: '^leader-(.+)$'}\n").unwrap();
+        let op = &a.cluster.agents[0];
+        let re = op.identity_pattern().expect("a pattern");
+        let pods = vec!["op-1".to_owned(), "op-2".to_owned()];
+        assert_eq!(
+            crate::scenario::holder_pod(Some(&re), "leader-op-2", &pods),
+            Some(&pods[1])
+        );
+        let e = agents("    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, identity: 'leader-(.+'}\n").unwrap_err();
+        assert!(
+            e.contains("t.yaml:5:85: `agent.identity` is not a regular expression"),
+            "{e}"
+        );
+        let e = agents("    - {name: op, lease: ops/op, command: [./op], identity: '(.+)'}\n")
+            .unwrap_err();
+        assert!(e.contains("`identity` on an agent without `pods`"), "{e}");
     }
 
     /// A pod agent's pods have names, not numbers.

@@ -191,6 +191,10 @@ pub struct AgentSpec {
     pub pods: Option<PodsRef>,
     /// How the program's log lines say it leads (regular expressions); pod and command agents.
     pub leading: Option<LeadingPatterns>,
+    /// How a Lease holder identity names one of a pod agent's pods, where it does not start with
+    /// the pod's name: a regular expression whose first capture group (else its whole match) is
+    /// the pod's name, like `^leader-(.+)$`.
+    pub identity: Option<String>,
     /// Where the entry stands in the file.
     #[schemars(skip)]
     pub pos: Pos,
@@ -200,6 +204,40 @@ impl AgentSpec {
     /// Whether its candidates are pods (`pods:`), not replicas kubechaos starts.
     pub fn is_pods(&self) -> bool {
         self.pods.is_some()
+    }
+
+    /// Its `identity` pattern, compiled (checked when the file was read).
+    pub fn identity_pattern(&self) -> Option<regex::Regex> {
+        self.identity
+            .as_deref()
+            .and_then(|p| regex::Regex::new(p).ok())
+    }
+}
+
+/// Of `pods` (a pod agent's, by name), the one a Lease holder identity names. With a `pattern`,
+/// the pod whose name its first capture group (else its whole match) is. Without, the pod whose
+/// name the identity is, or starts with followed by a character no pod name ends with (`_`,
+/// `-`, `.`, …): client-go and controller-runtime programs write the pod's name or
+/// `PODNAME_UUID`. The longest such name, if several.
+pub fn holder_pod<'p>(
+    pattern: Option<&regex::Regex>,
+    identity: &str,
+    pods: &'p [String],
+) -> Option<&'p String> {
+    match pattern {
+        Some(re) => {
+            let caps = re.captures(identity)?;
+            let name = caps.get(1).or_else(|| caps.get(0))?.as_str();
+            pods.iter().find(|p| p.as_str() == name)
+        }
+        None => pods
+            .iter()
+            .filter(|p| {
+                identity
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
+            })
+            .max_by_key(|p| p.len()),
     }
 }
 
@@ -782,5 +820,45 @@ impl Invariant {
             }
             Invariant::Available(i) => format!("available {}", i.deployment),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// Without a pattern, a holder names the pod it is or starts with, up to a character no
+    /// name ends with; a pod whose name is only a prefix of another's word is not named.
+    #[test]
+    fn a_holder_names_the_pod_it_starts_with_up_to_a_separator() {
+        let p = pods(&["op-7d9f-abcd", "op-7d9f-abcde", "op"]);
+        assert_eq!(holder_pod(None, "op-7d9f-abcde", &p), Some(&p[1]));
+        assert_eq!(holder_pod(None, "op-7d9f-abcde_5f3a", &p), Some(&p[1]));
+        assert_eq!(holder_pod(None, "op-7d9f-abcd_1", &p), Some(&p[0]));
+        // `op` is a prefix of every identity, but the longest pod that is named wins.
+        assert_eq!(holder_pod(None, "op-7d9f-abcde.node-1", &p), Some(&p[1]));
+        assert_eq!(holder_pod(None, "op_x", &p), Some(&p[2]));
+        assert_eq!(holder_pod(None, "opx_1", &p), None);
+        assert_eq!(holder_pod(None, "node-1", &p), None);
+    }
+
+    /// With a pattern, its first group (else its whole match) is the pod's name, and it must be
+    /// one of the pods.
+    #[test]
+    fn a_pattern_captures_the_pods_name_from_a_holder() {
+        let p = pods(&["op-1", "op-2"]);
+        let group = regex::Regex::new(r"^node-\d+/(.+)$").unwrap();
+        assert_eq!(holder_pod(Some(&group), "node-3/op-2", &p), Some(&p[1]));
+        assert_eq!(holder_pod(Some(&group), "op-2", &p), None);
+        assert_eq!(holder_pod(Some(&group), "node-3/op-9", &p), None);
+        let whole = regex::Regex::new(r"op-\d").unwrap();
+        assert_eq!(
+            holder_pod(Some(&whole), "lock-op-1-holder", &p),
+            Some(&p[0])
+        );
     }
 }

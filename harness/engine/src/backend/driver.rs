@@ -10,10 +10,12 @@ use std::time::Duration;
 use crate::backoff::{backoff, BACKOFF_RESET};
 use crate::fake_node::{ContainerOp, PodGroup};
 use crate::observer::Command;
-use kubechaos_core::events::{EventKind, Recorder};
+use kubechaos_core::events::{identity_process, EventKind, Recorder};
 use kubechaos_core::plan::PlannedKind;
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::{Action, LeaseRef, ProcessOp, Scenario, Selector, Target};
+use kubechaos_core::scenario::{
+    holder_pod, Action, AgentSpec, LeaseRef, ProcessOp, Scenario, Selector, Target,
+};
 
 /// The API server's process name.
 pub(crate) const API_SERVER: &str = "api-server";
@@ -63,8 +65,14 @@ pub(crate) trait World {
     fn cut(&mut self, from: &str, to: &str);
     /// Let traffic from `from` to `to` flow again.
     fn mend(&mut self, from: &str, to: &str);
-    /// The process that holds a Lease now (from its holder identity), if any.
-    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String>;
+    /// The holder identity of a Lease now, as written in it, if any.
+    fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String>;
+    /// The process a holder identity of `lease` stands for: `NAME_INCARNATION` and upstream's
+    /// `HOSTNAME_UUID` by the part before the `_`. A world whose processes are named otherwise
+    /// (an existing cluster's control-plane nodes) maps it.
+    fn holder_process(&self, _lease: &LeaseRef, identity: &str) -> String {
+        identity_process(identity).to_owned()
+    }
     /// Hand an API-level action to the observer.
     fn command(&mut self, c: Command);
     /// A self-hosted component's or a pod agent's processes are its pods' containers: carry out
@@ -89,8 +97,12 @@ struct Supervised {
 }
 
 /// A pod agent's Lease held by an identity that names none of its running pods.
-fn held_by_none(lease: &LeaseRef, holder: &str, agent: &str) -> String {
-    format!("the Lease {lease} is held by `{holder}`, which is none of agent {agent}'s running pods: an identity that is not its pod's name (`PODNAME` or `PODNAME_…`) cannot be matched to a pod, or the holder is not one of its pods")
+fn held_by_none(lease: &LeaseRef, holder: &str, agent: &AgentSpec) -> String {
+    let how = match &agent.identity {
+        Some(p) => format!("its `identity` pattern `{p}` does not capture the name of one of them from it"),
+        None => "an identity that is not its pod's name (`PODNAME` or `PODNAME_…`) needs the agent's `identity` pattern".to_owned(),
+    };
+    format!("the Lease {lease} is held by `{holder}`, which is none of agent {}'s running pods: {how}, or the holder is not one of its pods", agent.name)
 }
 
 /// One directed cut made by a step: (step, from, to).
@@ -242,7 +254,7 @@ impl<W: World> Driver<W> {
                 Some(a) if a.is_pods() => {
                     let pods = self.world.pods(&PodGroup::Agent(a.name.clone()));
                     return match sel {
-                        Selector::Leader => self.leader_pod(&a.lease, &pods).into_iter().collect(),
+                        Selector::Leader => self.leader_pod(a, &pods).into_iter().collect(),
                         // Validation refuses replica numbers of pod agents.
                         Selector::All | Selector::Index(_) => pods,
                     };
@@ -255,7 +267,6 @@ impl<W: World> Driver<W> {
             Selector::All => (0..replicas).map(|i| process_name(&group, i)).collect(),
             Selector::Index(i) => vec![process_name(&group, i)],
             Selector::Leader => self
-                .world
                 .lease_holder(&lease)
                 .filter(|h| (0..replicas).any(|i| process_name(&group, i) == *h))
                 .into_iter()
@@ -263,15 +274,17 @@ impl<W: World> Driver<W> {
         }
     }
 
-    /// Of `pods` (process names, named by their pods), the one holding `lease` now: the holder
-    /// identity names it (client-go and controller-runtime write the pod name, or
-    /// `PODNAME_UUID`), or starts with its name (other conventions: the longest such name).
-    fn leader_pod(&mut self, lease: &LeaseRef, pods: &[String]) -> Option<String> {
-        let holder = self.world.lease_holder(lease)?;
-        pods.iter()
-            .filter(|p| holder.starts_with(p.as_str()))
-            .max_by_key(|p| p.len())
-            .cloned()
+    /// The process that holds a Lease now, if any.
+    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
+        let identity = self.world.lease_identity(lease)?;
+        Some(self.world.holder_process(lease, &identity))
+    }
+
+    /// Of a pod agent's `pods` (process names, named by their pods), the one holding its Lease
+    /// now ([`holder_pod`]).
+    fn leader_pod(&mut self, agent: &AgentSpec, pods: &[String]) -> Option<String> {
+        let identity = self.world.lease_identity(&agent.lease)?;
+        holder_pod(agent.identity_pattern().as_ref(), &identity, pods).cloned()
     }
 
     /// Why a `/leader` target matched nothing: nobody held the Lease, or (a pod agent) its
@@ -290,8 +303,8 @@ impl<W: World> Driver<W> {
             else {
                 continue;
             };
-            if let Some(h) = self.world.lease_holder(&a.lease) {
-                return held_by_none(&a.lease, &h, name);
+            if let Some(h) = self.world.lease_identity(&a.lease) {
+                return held_by_none(&a.lease, &h, a);
             }
         }
         "no leader at the time".into()
@@ -389,7 +402,7 @@ impl<W: World> Driver<W> {
                     Action::Start(_) => ContainerOp::Start,
                     _ => ContainerOp::Kill,
                 };
-                self.pods(&group, sel, &lease, op)
+                self.pods(s, &group, sel, &lease, op)
             }
             Action::Kill(t) | Action::Remove(t) => {
                 let hold = matches!(action, Action::Remove(_));
@@ -483,6 +496,7 @@ impl<W: World> Driver<W> {
     /// containers.
     fn pods(
         &mut self,
+        s: &Scenario,
         group: &PodGroup,
         sel: Selector,
         lease: &LeaseRef,
@@ -491,21 +505,23 @@ impl<W: World> Driver<W> {
         let only = match sel {
             Selector::Leader => {
                 let pods = self.world.pods(group);
-                let leader = match group {
-                    PodGroup::Agent(_) => self.leader_pod(lease, &pods),
-                    PodGroup::Component(_) => self.world.lease_holder(lease),
+                let agent = match group {
+                    PodGroup::Agent(name) => s.cluster.agents.iter().find(|a| &a.name == name),
+                    PodGroup::Component(_) => None,
                 };
-                match (leader, group) {
+                let leader = match agent {
+                    Some(a) => self.leader_pod(a, &pods),
+                    None => self.lease_holder(lease),
+                };
+                match (leader, agent) {
                     (Some(pod), _) => Some(pod),
-                    (None, PodGroup::Agent(name)) => match self.world.lease_holder(lease) {
+                    (None, Some(a)) => match self.world.lease_identity(lease) {
                         Some(h) => {
-                            return format!("no pod matched ({})", held_by_none(lease, &h, name))
+                            return format!("no pod matched ({})", held_by_none(lease, &h, a))
                         }
                         None => return "no pod matched (no leader at the time)".into(),
                     },
-                    (None, PodGroup::Component(_)) => {
-                        return "no pod matched (no leader at the time)".into()
-                    }
+                    (None, None) => return "no pod matched (no leader at the time)".into(),
                 }
             }
             // The backend's check and validation allow only `all` and `leader` here.
@@ -630,7 +646,7 @@ mod tests {
         fn mend(&mut self, from: &str, to: &str) {
             self.calls.push(format!("mend {from}->{to}"));
         }
-        fn lease_holder(&mut self, _: &LeaseRef) -> Option<String> {
+        fn lease_identity(&mut self, _: &LeaseRef) -> Option<String> {
             self.holder.clone()
         }
         fn command(&mut self, c: Command) {
@@ -956,6 +972,44 @@ faults:
                 "containers agent/op None Remove",
                 "containers agent/op None Start",
             ]
+        );
+    }
+
+    /// A holder identity that does not start with its pod's name is read with the agent's
+    /// `identity` pattern; what it does not capture matches no pod, and the step says why.
+    #[test]
+    fn a_pod_agents_identity_pattern_names_its_leader() {
+        let yaml = "name: t
+cluster:
+  nodes: 1
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, identity: '^leader@(.+)$'}]
+faults:
+  - {at: 1s, kill: agent/op/leader}
+";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let mut d = driver(Fake {
+            holder: Some("leader@op-7d9f-abcde".into()),
+            pods: vec!["op-7d9f-abcd".into(), "op-7d9f-abcde".into()],
+            ..Fake::default()
+        });
+        play(&mut d, &s, Duration::from_secs(2));
+        assert_eq!(
+            d.world.calls,
+            ["containers agent/op Some(\"op-7d9f-abcde\") Kill"]
+        );
+        let mut other = driver(Fake {
+            holder: Some("op-7d9f-abcde".into()),
+            pods: vec!["op-7d9f-abcde".into()],
+            ..Fake::default()
+        });
+        play(&mut other, &s, Duration::from_secs(2));
+        assert!(other.world.calls.is_empty(), "{:?}", other.world.calls);
+        let said = faults(&other.recorder().snapshot());
+        assert!(
+            said[0].1.contains(
+                "its `identity` pattern `^leader@(.+)$` does not capture the name of one of them"
+            ),
+            "{said:?}"
         );
     }
 }

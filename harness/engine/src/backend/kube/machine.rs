@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use super::pod_agents::PodPlace;
 use super::provider::Provider;
 use kubechaos_core::scenario::Component;
 
@@ -20,6 +21,8 @@ pub(crate) const MANIFESTS: &str = "/etc/kubernetes/manifests";
 pub(crate) const HELD: &str = "/etc/kubernetes/kubechaos-held";
 /// The comment on every iptables rule kubechaos adds (`iptables -S | grep kubechaos` finds them).
 pub(crate) const RULE_COMMENT: &str = "kubechaos";
+/// The port the API servers of kind and k3s serve on, on their nodes.
+const API_SERVER_PORT: &str = "6443";
 /// How long one docker command may take.
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -335,7 +338,7 @@ impl Machines {
 
     fn ends(&self, name: &str) -> Vec<End> {
         let service = match name {
-            crate::backend::driver::API_SERVER => Some("6443"),
+            crate::backend::driver::API_SERVER => Some(API_SERVER_PORT),
             crate::backend::driver::ETCD => Some("2379:2380"),
             _ => None,
         };
@@ -404,6 +407,86 @@ impl Machines {
                 self.ledger.push(Change::Rule { node, rule });
             }
         }
+    }
+
+    /// The iptables rules, in the node container `pod` runs in, that drop its traffic to the API
+    /// server (`up`) or the API server's to it. Its requests, to the API server's port once the
+    /// `kubernetes` Service's address is translated, pass that node's INPUT chain (the API server
+    /// runs on that node) or FORWARD (on another); the answers pass OUTPUT or FORWARD.
+    fn pod_rules(pod: &PodPlace, up: bool) -> Vec<Vec<String>> {
+        let (chains, matching) = if up {
+            (["INPUT", "FORWARD"], ["-s", "--dport"])
+        } else {
+            (["OUTPUT", "FORWARD"], ["-d", "--sport"])
+        };
+        chains
+            .into_iter()
+            .map(|chain| {
+                vec![
+                    s(chain),
+                    s(matching[0]),
+                    pod.ip.clone(),
+                    s("-p"),
+                    s("tcp"),
+                    s(matching[1]),
+                    s(API_SERVER_PORT),
+                    s("-m"),
+                    s("comment"),
+                    s("--comment"),
+                    s(RULE_COMMENT),
+                    s("-j"),
+                    s("DROP"),
+                ]
+            })
+            .collect()
+    }
+
+    /// Drop a pod's traffic to the API server (`up`) or the API server's to it. A pod on its
+    /// node's network, or without a node or address yet, cannot be singled out: why, if so.
+    pub(crate) fn cut_pod(&mut self, pod: &PodPlace, up: bool) -> Result<(), String> {
+        if pod.host_network {
+            return Err(format!("pod {}/{} uses its node's network (hostNetwork): cutting it off would cut node {} off too, so nothing was cut", pod.namespace, pod.name, pod.node));
+        }
+        if pod.node.is_empty() || pod.ip.is_empty() {
+            return Err(format!(
+                "pod {}/{} has no node or no address yet, so nothing was cut",
+                pod.namespace, pod.name
+            ));
+        }
+        for rule in Self::pod_rules(pod, up) {
+            if self.iptables(&pod.node, "-I", &rule) {
+                self.ledger.push(Change::Rule {
+                    node: pod.node.clone(),
+                    rule,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Let a pod's traffic to the API server (`up`) or the API server's to it flow again.
+    pub(crate) fn mend_pod(&mut self, pod: &PodPlace, up: bool) {
+        for rule in Self::pod_rules(pod, up) {
+            let c = Change::Rule {
+                node: pod.node.clone(),
+                rule,
+            };
+            if let Some(i) = self.ledger.iter().position(|l| *l == c) {
+                if self.undo(&c) {
+                    self.ledger.remove(i);
+                }
+            }
+        }
+    }
+
+    /// Kill a pod's container in its node container (`crictl stop --timeout 0`: SIGKILL);
+    /// its kubelet restarts it. Whether the command ran.
+    pub(crate) fn kill_pod(&mut self, pod: &PodPlace) -> bool {
+        let script = format!(
+            "crictl ps -q --state running --label io.kubernetes.pod.namespace={} --label io.kubernetes.pod.name={} --name '^{}$' | xargs -r crictl stop --timeout 0",
+            pod.namespace, pod.name, pod.container
+        );
+        self.exec(&pod.node.clone(), script)
     }
 
     /// Let traffic from `from` to `to` flow again.
@@ -749,6 +832,58 @@ mod tests {
         assert_eq!(
             m.holder_process("default/agent-lock", "chaos-control-plane"),
             None
+        );
+    }
+
+    /// A pod agent's pod is cut off by rules on its own address in its node container (both
+    /// chains a packet can take there), mended exactly, and whatever is left goes at the end;
+    /// its kill is its container's, by its labels. A pod on its node's network is refused.
+    #[test]
+    fn a_pod_is_cut_off_in_its_node_and_killed_by_crictl() {
+        let (_dir, docker, log) = stand_in();
+        let mut m = Machines::new(Provider::Kind, kind_nodes(), docker);
+        let pod = PodPlace {
+            namespace: "ops".into(),
+            name: "op-7d9f-abcde".into(),
+            container: "op".into(),
+            node: "chaos-worker".into(),
+            ip: "10.244.1.7".into(),
+            host_network: false,
+        };
+        m.cut_pod(&pod, true).unwrap();
+        m.cut_pod(&pod, false).unwrap();
+        m.mend_pod(&pod, true);
+        assert!(m.kill_pod(&pod));
+        let restored = m.restore();
+        let host = PodPlace {
+            host_network: true,
+            ..pod.clone()
+        };
+        let refused = m.cut_pod(&host, true).unwrap_err();
+        assert!(refused.contains("hostNetwork"), "{refused}");
+        let rule = |op: &str, chain: &str, rest: &str| {
+            format!("exec chaos-worker iptables {op} {chain} {rest} -m comment --comment kubechaos -j DROP")
+        };
+        let up = "-s 10.244.1.7 -p tcp --dport 6443";
+        let down = "-d 10.244.1.7 -p tcp --sport 6443";
+        assert_eq!(
+            calls(&log),
+            [
+                rule("-I", "INPUT", up),
+                rule("-I", "FORWARD", up),
+                rule("-I", "OUTPUT", down),
+                rule("-I", "FORWARD", down),
+                rule("-D", "INPUT", up),
+                rule("-D", "FORWARD", up),
+                "exec chaos-worker sh -c crictl ps -q --state running --label io.kubernetes.pod.namespace=ops --label io.kubernetes.pod.name=op-7d9f-abcde --name '^op$' | xargs -r crictl stop --timeout 0".to_owned(),
+                rule("-D", "FORWARD", down),
+                rule("-D", "OUTPUT", down),
+            ]
+        );
+        assert_eq!(restored.len(), 2, "{restored:?}");
+        assert!(
+            restored[0].starts_with("removed the iptables rule `FORWARD -d 10.244.1.7"),
+            "{restored:?}"
         );
     }
 }

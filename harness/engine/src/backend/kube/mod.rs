@@ -133,21 +133,35 @@ impl KubeWorld {
         self.agents.as_mut().filter(|a| a.has(name))
     }
 
-    /// Cut or heal a link: an agent's through its proxy, the rest on the machines.
+    /// Cut or heal a link: an agent's through its proxy, a pod agent's pod by packet filter
+    /// rules in its node, the rest on the machines.
     fn link(&mut self, from: &str, to: &str, cut: bool) {
         use crate::backend::driver::API_SERVER;
         match &self.agents {
-            Some(a) if a.has(from) && to == API_SERVER => a.link(from, true, cut),
-            Some(a) if a.has(to) && from == API_SERVER => a.link(to, false, cut),
-            _ => {
-                if cut {
-                    self.machines().cut(from, to);
-                } else {
-                    self.machines().mend(from, to);
-                }
-                self.after();
-            }
+            Some(a) if a.has(from) && to == API_SERVER => return a.link(from, true, cut),
+            Some(a) if a.has(to) && from == API_SERVER => return a.link(to, false, cut),
+            _ => {}
         }
+        let pod = |name: &str| self.pod_agents.as_ref().and_then(|p| p.place(name));
+        let on_pod = match (from, to) {
+            (name, API_SERVER) => pod(name).map(|p| (p, true)),
+            (API_SERVER, name) => pod(name).map(|p| (p, false)),
+            _ => None,
+        };
+        match on_pod {
+            Some((p, up)) if cut => {
+                if let Err(why) = self.machines().cut_pod(&p, up) {
+                    self.recorder.record(EventKind::ProcessNote {
+                        process: p.name.clone(),
+                        message: why,
+                    });
+                }
+            }
+            Some((p, up)) => self.machines().mend_pod(&p, up),
+            None if cut => self.machines().cut(from, to),
+            None => self.machines().mend(from, to),
+        }
+        self.after();
     }
 
     fn machines(&mut self) -> &mut Machines {
@@ -215,10 +229,9 @@ impl World for KubeWorld {
     fn mend(&mut self, from: &str, to: &str) {
         self.link(from, to, false);
     }
-    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
+    fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
         let client = self.client.clone();
-        let holder = self
-            .rt
+        self.rt
             .block_on(async {
                 tokio::time::timeout(
                     Duration::from_secs(2),
@@ -227,14 +240,16 @@ impl World for KubeWorld {
                 .await
             })
             .ok()?
-            .ok()??;
-        let host = identity_process(&holder);
-        Some(
-            self.machines
-                .as_ref()
-                .and_then(|m| m.holder_process(&lease.to_string(), host))
-                .unwrap_or_else(|| host.to_owned()),
-        )
+            .ok()?
+    }
+    /// A control-plane component's holder identity names its node (`NODE_UUID`): the process is
+    /// that component on that node.
+    fn holder_process(&self, lease: &LeaseRef, identity: &str) -> String {
+        let host = identity_process(identity);
+        self.machines
+            .as_ref()
+            .and_then(|m| m.holder_process(&lease.to_string(), host))
+            .unwrap_or_else(|| host.to_owned())
     }
     fn command(&mut self, c: Command) {
         let _ = self.commands.send(c);
@@ -242,11 +257,24 @@ impl World for KubeWorld {
     fn containers(&mut self, group: &PodGroup, only: Option<&str>, op: ContainerOp) -> Vec<String> {
         // The check refuses self-hosted scenarios, and every step on a pod agent's pods but
         // `kill`.
-        match (group, op, &self.pod_agents) {
-            (PodGroup::Agent(agent), ContainerOp::Kill, Some(p)) => {
-                self.rt.block_on(p.kill(agent, only))
+        // A provider that reaches the nodes kills the container there (its kubelet restarts
+        // it); otherwise the pod is deleted through the API (its owner makes another).
+        let (PodGroup::Agent(agent), ContainerOp::Kill, Some(p)) = (group, op, &self.pod_agents)
+        else {
+            return Vec::new();
+        };
+        match self.machines.as_mut() {
+            Some(m) => {
+                let mut killed = Vec::new();
+                for place in p.running_places(agent, only) {
+                    if m.kill_pod(&place) {
+                        killed.push(format!("{}/{}", place.namespace, place.name));
+                    }
+                }
+                self.after();
+                killed
             }
-            _ => Vec::new(),
+            None => self.rt.block_on(p.delete(agent, only)),
         }
     }
     fn pods(&mut self, group: &PodGroup) -> Vec<String> {
@@ -320,7 +348,18 @@ pub(crate) fn cluster_check(
     };
     for step in &s.faults {
         let mut targets = step.action.targets();
-        if !step.action.is_api_level() && provider != Provider::Generic && cp.is_empty() {
+        // An agent's steps are done at its proxy or in its pod's node; the rest of the machine
+        // steps act on (or between) the control-plane nodes.
+        let on_agent = step
+            .action
+            .targets()
+            .iter()
+            .any(|t| matches!(t, Target::Agent(..)));
+        if !step.action.is_api_level()
+            && !on_agent
+            && provider != Provider::Generic
+            && cp.is_empty()
+        {
             problems.push((step.pos, format!(
                 "`{}`: no node of this cluster carries the control-plane role label, so the {} provider cannot find its control plane",
                 step.action.key(),
@@ -644,17 +683,29 @@ impl Backend for Kube {
     }
 
     fn describe(&self, action: &Action) -> (String, String) {
-        // Agents are processes on this machine, whatever the provider (a pod agent's pods are
-        // deleted through the API).
+        // Agents are processes on this machine, whatever the provider; a pod agent's pods are
+        // the provider's to kill and cut off (in their nodes), else deleted through the API.
         if action
             .targets()
             .iter()
             .any(|t| matches!(t, Target::Agent(..)))
         {
+            let nodes = matches!(
+                self.target.provider,
+                Provider::Kind | Provider::K3s | Provider::K3sContainer
+            );
             return crate::backend::Means {
                 stop: "SIGTERM the agent process on this machine:",
-                kill: "SIGKILL the agent process on this machine (a pod agent: delete the pod with no grace period, its owner makes another):",
-                cut: "kubechaos's proxy holds every byte",
+                kill: if nodes {
+                    "SIGKILL the agent process on this machine (a pod agent: `crictl stop --timeout 0` its container in its node container, its kubelet restarts it):"
+                } else {
+                    "SIGKILL the agent process on this machine (a pod agent: delete the pod with no grace period, its owner makes another):"
+                },
+                cut: if nodes {
+                    "kubechaos's proxy holds every byte (a pod agent: iptables DROP rules on the pod's address and the API server's port 6443 in its node container)"
+                } else {
+                    "kubechaos's proxy holds every byte"
+                },
             }
             .describe(action);
         }

@@ -36,6 +36,44 @@ struct Seen {
     running: bool,
     /// Its log is followed for this incarnation.
     following: u32,
+    /// Where it runs, as last seen (kept after it is gone, so that a cut can be mended).
+    place: PodPlace,
+}
+
+/// Where a pod runs: what a provider needs to kill its container or cut it off in its node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PodPlace {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    /// Its first container, the one followed.
+    pub(crate) container: String,
+    /// `spec.nodeName` (empty until scheduled).
+    pub(crate) node: String,
+    /// `status.podIP` (empty until it has one).
+    pub(crate) ip: String,
+    /// `spec.hostNetwork`: it shares its node's address.
+    pub(crate) host_network: bool,
+}
+
+impl PodPlace {
+    fn of(namespace: &str, pod: &Pod) -> PodPlace {
+        let spec = pod.spec.as_ref();
+        PodPlace {
+            namespace: namespace.to_owned(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            container: spec
+                .and_then(|s| s.containers.first())
+                .map(|c| c.name.clone())
+                .unwrap_or_default(),
+            node: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+            ip: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap_or_default(),
+            host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
+        }
+    }
 }
 
 /// One pod agent: its pods' namespace and selector.
@@ -132,20 +170,36 @@ impl PodAgents {
             .unwrap_or_default()
     }
 
-    /// `kill` of agent `agent`'s pods (or only the one named `only`): delete each with no grace
-    /// period; its owner makes another. Returns the pods deleted.
-    pub(crate) async fn kill(&self, agent: &str, only: Option<&str>) -> Vec<String> {
-        let targets: Vec<String> = {
-            let seen = self.seen.lock().expect("pods");
-            seen.get(agent)
-                .map(|pods| {
-                    pods.iter()
-                        .filter(|(k, p)| p.running && only.is_none_or(|o| process(k) == o))
-                        .map(|(k, _)| k.clone())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+    /// Where agent `agent`'s running pods (or only the one named `only`) are.
+    pub(crate) fn running_places(&self, agent: &str, only: Option<&str>) -> Vec<PodPlace> {
+        let seen = self.seen.lock().expect("pods");
+        seen.get(agent)
+            .map(|pods| {
+                pods.iter()
+                    .filter(|(k, p)| p.running && only.is_none_or(|o| process(k) == o))
+                    .map(|(_, p)| p.place.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Where the pod whose process is `name` runs (or ran last), if it is one of a pod agent's.
+    pub(crate) fn place(&self, name: &str) -> Option<PodPlace> {
+        let seen = self.seen.lock().expect("pods");
+        seen.values()
+            .flat_map(|pods| pods.iter())
+            .find(|(k, _)| process(k) == name)
+            .map(|(_, p)| p.place.clone())
+    }
+
+    /// `kill` of agent `agent`'s pods (or only the one named `only`) through the API: delete
+    /// each with no grace period; its owner makes another. Returns the pods deleted.
+    pub(crate) async fn delete(&self, agent: &str, only: Option<&str>) -> Vec<String> {
+        let targets: Vec<String> = self
+            .running_places(agent, only)
+            .into_iter()
+            .map(|p| format!("{}/{}", p.namespace, p.name))
+            .collect();
         let mut done = Vec::new();
         for key in targets {
             let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
@@ -245,6 +299,7 @@ fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> 
         let (running, restarts, container) = container_state(pod);
         let deleting = pod.metadata.deletion_timestamp.is_some();
         let s = mine.entry(key.clone()).or_default();
+        s.place = PodPlace::of(namespace, pod);
         if s.running && (deleting || !running) {
             s.running = false;
             out.push(Change::Exited {

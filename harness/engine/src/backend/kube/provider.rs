@@ -105,8 +105,16 @@ impl Provider {
         let mut out = vec![
             "delete-pods, recover, bind (and the probe pods of schedulable/unschedulable): through the API",
             "kill, remove, start of agent/NAME[/N|/leader], and partitions between an agent and api-server (agents run on this machine, through kubechaos's own proxy)",
-            "kill of a pod agent's pods (agent/NAME[/leader]): the pod is deleted with no grace period, its owner makes another",
         ];
+        match self {
+            Provider::Generic | Provider::Auto => out.push(
+                "kill of a pod agent's pods (agent/NAME[/leader]): the pod is deleted with no grace period, its owner makes another",
+            ),
+            Provider::Kind | Provider::K3s | Provider::K3sContainer => out.extend([
+                "kill of a pod agent's pods (agent/NAME[/leader]): `crictl stop --timeout 0` of its container in its node container, its kubelet restarts it",
+                "partitions between a pod agent's pods and api-server (iptables on the pod's address in its node container)",
+            ]),
+        }
         match self {
             Provider::Kind => out.extend([
                 "api-server and etcd: stop, crash, start, restart (the static pods of every control-plane node)",
@@ -187,16 +195,23 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
     let mut problems = Vec::new();
     let pod_agent = |t: &Target| matches!(t, Target::Agent(name, _) if s.cluster.agents.iter().any(|a| &a.name == name && a.is_pods()));
     for step in &s.faults {
-        // A pod agent's pods are the cluster's own (their owner's): kubechaos can delete one
-        // through the API, on every cluster, and nothing more yet.
+        // A pod agent's pods are the cluster's own (their owner's): kubechaos kills one (every
+        // cluster) and cuts one off from the API server (a provider that reaches its node).
         let on_pods = match &step.action {
             Action::Kill(t) if pod_agent(t) => Some(None),
             Action::Remove(t) | Action::Start(t) if pod_agent(t) => Some(Some(
-                "a pod agent's pods belong to their owner (a Deployment, …): `kill` deletes one with no grace period and its owner makes another; holding one down would change your workload, so `remove` and `start` are refused; expected `kill`".to_owned(),
+                "a pod agent's pods belong to their owner (a Deployment, …): `kill` kills one and its kubelet or owner brings it back; holding one down would change your workload, so `remove` and `start` are refused; expected `kill`".to_owned(),
             )),
-            Action::Partition(p) if pod_agent(&p.a) || pod_agent(&p.b) => Some(Some(
-                "cutting one pod off needs packet filter rules in its node's network, which kubechaos does not make on an existing cluster yet (a pod agent's partitions run on `--backend local`); expected `kill` of its pods, or faults of the control plane".to_owned(),
-            )),
+            Action::Partition(p) if pod_agent(&p.a) || pod_agent(&p.b) => {
+                let other = if pod_agent(&p.a) { &p.b } else { &p.a };
+                Some(if *other != Target::ApiServer {
+                    Some(format!("a pod agent's pods are cut off from the API server only (the traffic kubechaos can single out in their node); expected `partition: [{}, api-server]`", if pod_agent(&p.a) { &p.a } else { &p.b }))
+                } else if provider == Provider::Generic {
+                    Some("cutting one pod off needs packet filter rules in its node, and the generic provider has only the API (kind and k3d nodes are reached with the docker CLI; `--backend local` runs your pods with their own proxies); expected `kill` of its pods, or faults through the API".to_owned())
+                } else {
+                    None
+                })
+            }
             _ => None,
         };
         if let Some(refused) = on_pods {
@@ -254,5 +269,46 @@ mod tests {
         assert_eq!(p, Provider::Generic);
         assert!(why.contains("not in a k3d container"), "{why}");
         assert_eq!(Provider::from_nodes(&[]).0, Provider::Generic);
+    }
+
+    /// A pod agent's pods: killed on every cluster; cut off from the API server where a
+    /// provider reaches their nodes, and only from the API server; never held down.
+    #[test]
+    fn a_pod_agents_pods_are_cut_off_where_a_provider_reaches_their_nodes() {
+        let s = kubechaos_core::scenario::parse(
+            std::path::Path::new("t.yaml"),
+            b"name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+faults:
+  - {at: 1s, partition: {from: agent/op/leader, to: api-server}, for: 2s}
+  - {at: 5s, kill: agent/op/leader}
+  - {at: 6s, partition: [agent/op, etcd]}
+  - {at: 7s, remove: agent/op}
+",
+        )
+        .unwrap();
+        let said = |p: Provider| {
+            check(&s, p)
+                .into_iter()
+                .map(|(pos, why)| format!("{pos}: {why}"))
+                .collect::<Vec<_>>()
+        };
+        for p in [Provider::Kind, Provider::K3s, Provider::Auto] {
+            let problems = said(p);
+            assert_eq!(problems.len(), 2, "{problems:?}");
+            assert!(problems[0].starts_with("7:5: `partition: [agent/op, etcd]`: a pod agent's pods are cut off from the API server only"), "{problems:?}");
+            assert!(
+                problems[1].starts_with("8:5: `remove: agent/op`"),
+                "{problems:?}"
+            );
+        }
+        let generic = said(Provider::Generic);
+        assert_eq!(generic.len(), 3, "{generic:?}");
+        assert!(
+            generic[0].starts_with("5:5: `partition: {from: agent/op/leader, to: api-server}")
+                && generic[0].contains("the generic provider has only the API"),
+            "{generic:?}"
+        );
     }
 }

@@ -19,7 +19,7 @@ use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::{BackendError, EnvironmentError};
 use crate::observer::{Command, Observer};
 use crate::run::{Backend, Ready};
-use kubechaos_core::events::{identity_process, read_report, EventKind, Recorder, Report};
+use kubechaos_core::events::{read_report, EventKind, Recorder, Report};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::validate::process_name;
@@ -249,7 +249,7 @@ impl World for LocalWorld {
 
     /// Read from the API server; when it does not answer (it may be the thing that is down),
     /// the holder the observer saw last.
-    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
+    fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
         let client = self.cluster.admin.clone();
         let read = self.rt.block_on(async {
             tokio::time::timeout(
@@ -258,7 +258,7 @@ impl World for LocalWorld {
             )
             .await
         });
-        let holder = match read {
+        match read {
             Ok(Ok(found)) => found,
             _ => {
                 let key = lease.to_string();
@@ -274,8 +274,7 @@ impl World for LocalWorld {
                     })
                     .flatten()
             }
-        };
-        holder.map(|h| identity_process(&h).to_owned())
+        }
     }
 
     fn command(&mut self, c: Command) {

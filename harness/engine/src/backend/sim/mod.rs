@@ -36,7 +36,7 @@ use super::{BackendError, EnvironmentError};
 use crate::clock::{Clock, SimClock};
 use crate::observer::{Command, Observer};
 use crate::run::{Backend, Ready};
-use kubechaos_core::events::{identity_process, Recorder};
+use kubechaos_core::events::Recorder;
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::validate::process_name;
@@ -181,14 +181,14 @@ impl World for SimWorld<'_> {
         }
     }
 
-    fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
+    fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
         let store = self.store.lock().expect("store lock");
         store
             .get(&LEASES, &lease.namespace, &lease.name)
             .and_then(|l| l.pointer("/spec/holderIdentity"))
             .and_then(|h| h.as_str())
             .filter(|h| !h.is_empty())
-            .map(|h| identity_process(h).to_owned())
+            .map(str::to_owned)
     }
 
     fn command(&mut self, c: Command) {
