@@ -142,7 +142,8 @@ fn a_correct_client_go_deployment_passes_an_outage_and_its_leader_cut_off() {
 }
 
 /// A pod agent whose selector matches no pod the manifests make: the start ends with exit 3,
-/// saying the namespace and the agent, and leaves nothing behind.
+/// saying the namespace and the agent, and leaves nothing behind; a manifest's object the API
+/// server refuses is exit 2.
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn a_selector_that_matches_no_pod_ends_the_start() {
@@ -165,6 +166,24 @@ fn a_selector_that_matches_no_pod_ends_the_start() {
     assert!(
         stderr
             .contains("no pod in namespace reference-agent matching the selector of agent op ran"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // An object the API server refuses for what it is (a negative replica count): the file is
+    // wrong, so exit 2 at the scenario's line naming the manifest, with the API server's words;
+    // nothing is left behind either.
+    let invalid = std::fs::read_to_string(dir.path().join("reference-agent.yaml"))
+        .unwrap()
+        .replace("replicas: 2", "replicas: -1");
+    std::fs::write(dir.path().join("reference-agent.yaml"), invalid).unwrap();
+    let (code, stderr) =
+        play_scenario_with(&path, "local", &[], &[("TMPDIR", tmp.path().as_os_str())]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no-pods.yaml:5:15: `cluster.manifests` (reference-agent.yaml): the API server refused Deployment reference-agent/reference-agent:")
+            && stderr.contains("fix it in reference-agent.yaml"),
         "{stderr}"
     );
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 
-use kubechaos_core::scenario::Manifest;
+use kubechaos_core::scenario::{Manifest, Pos};
 
 /// How long objects that the API server refuses are tried again.
 pub(crate) const APPLY_WAIT: Duration = Duration::from_secs(30);
@@ -29,12 +29,64 @@ pub struct ManifestError {
     pub name: String,
     /// What the API server said.
     pub why: String,
+    /// Where the scenario file names the manifest.
+    pub pos: Pos,
+    /// The API server refused the object itself (invalid, a bad request): the file is wrong,
+    /// not the cluster.
+    pub refused: bool,
+    /// What was made before it and deleted again, a sentence each.
+    pub undone: Vec<String>,
 }
 
-/// One object: its file, its JSON.
+impl ManifestError {
+    /// If the object itself was refused: where the scenario names its manifest, and what to do.
+    pub fn refusal(&self) -> Option<(Pos, String)> {
+        self.refused.then(|| {
+            (
+                self.pos,
+                format!(
+                    "`cluster.manifests` ({file}): the API server refused {kind} {name}: {why}; expected an object it accepts: fix it in {file}",
+                    file = self.file,
+                    kind = self.kind,
+                    name = self.name,
+                    why = self.why
+                ),
+            )
+        })
+    }
+}
+
+/// Why an object could not be applied or created.
+struct Failed {
+    why: String,
+    /// Refused for what it is (400, 422): trying again would not help.
+    refused: bool,
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed {
+            why,
+            refused: false,
+        }
+    }
+}
+
+impl From<kube::Error> for Failed {
+    fn from(e: kube::Error) -> Failed {
+        let refused = matches!(&e, kube::Error::Api(s) if s.code == 400 || s.code == 422);
+        Failed {
+            why: e.to_string(),
+            refused,
+        }
+    }
+}
+
+/// One object: its file, its JSON, where the scenario names its file.
 struct Item<'a> {
     file: &'a str,
     value: &'a serde_json::Value,
+    pos: Pos,
 }
 
 impl Item<'_> {
@@ -55,10 +107,13 @@ impl Item<'_> {
         GroupVersionKind::gvk(&group, &version, &self.text("/kind"))
     }
 
-    fn error(&self, why: String) -> ManifestError {
+    fn error(&self, failed: Failed) -> ManifestError {
         let ns = self.text("/metadata/namespace");
         let name = self.text("/metadata/name");
         ManifestError {
+            pos: self.pos,
+            refused: failed.refused,
+            undone: Vec::new(),
             file: self.file.to_owned(),
             kind: self.text("/kind"),
             name: if ns.is_empty() {
@@ -66,7 +121,7 @@ impl Item<'_> {
             } else {
                 format!("{ns}/{name}")
             },
-            why,
+            why: failed.why,
         }
     }
 
@@ -103,34 +158,33 @@ impl Item<'_> {
     }
 
     /// Apply it; `Err` with what went wrong.
-    async fn apply(&self, client: &kube::Client) -> Result<String, String> {
+    async fn apply(&self, client: &kube::Client) -> Result<String, Failed> {
         let (api, what, object) = self.resolve(client).await?;
         api.patch(
             &self.text("/metadata/name"),
             &PatchParams::apply("kubechaos").force(),
             &Patch::Apply(&object),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         Ok(what)
     }
 
     /// Create it unless it exists: `Some` when this run made it.
-    async fn create(&self, client: &kube::Client) -> Result<Option<Made>, String> {
+    async fn create(&self, client: &kube::Client) -> Result<Option<Made>, Failed> {
         let (api, what, object) = self.resolve(client).await?;
         let name = self.text("/metadata/name");
-        if let Some(there) = api.get_opt(&name).await.map_err(|e| e.to_string())? {
+        if let Some(there) = api.get_opt(&name).await? {
             if there.metadata.deletion_timestamp.is_some() {
                 // Going away (a namespace of an earlier run): make it anew once it is gone.
-                return Err(format!("{what} is being deleted"));
+                return Err(format!("{what} is being deleted").into());
             }
             return Ok(None);
         }
-        let object: DynamicObject =
-            serde_json::from_value(object).map_err(|e| format!("not an object: {e}"))?;
-        api.create(&PostParams::default(), &object)
-            .await
-            .map_err(|e| e.to_string())?;
+        let object: DynamicObject = serde_json::from_value(object).map_err(|e| Failed {
+            why: format!("not an object: {e}"),
+            refused: true,
+        })?;
+        api.create(&PostParams::default(), &object).await?;
         Ok(Some(Made { api, name, what }))
     }
 }
@@ -151,6 +205,7 @@ fn items(manifests: &[Manifest]) -> Vec<Item<'_>> {
             all.push(Item {
                 file: &m.written,
                 value,
+                pos: m.pos,
             });
         }
     }
@@ -181,10 +236,14 @@ pub(crate) async fn create(
         if failed.is_empty() {
             return Ok((made, found));
         }
-        if tokio::time::Instant::now() >= deadline {
-            let (item, why) = failed.remove(0);
-            delete(made).await;
-            return Err(item.error(why));
+        // An object refused for what it is ends it at once; the rest are tried again for a
+        // while (a namespace being made or deleted, a kind not served yet).
+        let refused = failed.iter().position(|(_, f)| f.refused);
+        if refused.is_some() || tokio::time::Instant::now() >= deadline {
+            let (item, why) = failed.remove(refused.unwrap_or(0));
+            let mut e = item.error(why);
+            e.undone = delete(made).await;
+            return Err(e);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         pending = failed.into_iter().map(|(i, _)| i).collect();
@@ -224,8 +283,9 @@ pub(crate) async fn apply(
         if failed.is_empty() {
             return Ok(applied);
         }
-        if tokio::time::Instant::now() >= deadline {
-            let (item, why) = failed.remove(0);
+        let refused = failed.iter().position(|(_, f)| f.refused);
+        if refused.is_some() || tokio::time::Instant::now() >= deadline {
+            let (item, why) = failed.remove(refused.unwrap_or(0));
             return Err(item.error(why));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

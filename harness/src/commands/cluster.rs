@@ -29,7 +29,7 @@ pub fn build() -> End {
 /// `kubechaos cluster up`: a local control plane until Ctrl-C, SIGTERM or `--for`.
 pub fn up(args: &UpArgs) -> End {
     use kubechaos_core::scenario::Component;
-    use kubechaos_engine::backend::local::cluster::{LocalCluster, Quiet, Spec};
+    use kubechaos_engine::backend::local::cluster::{LocalCluster, Quiet, Restarts, Spec};
     // One thread: children get a parent-death signal tied to the thread that started them.
     let rt = runtime()?;
     let spec = Spec {
@@ -56,7 +56,7 @@ pub fn up(args: &UpArgs) -> End {
             }
             c = LocalCluster::up(&spec, args.keep, std::sync::Arc::new(Quiet), &mut say) => c,
         };
-        let cluster = cluster.map_err(Failure::Local)?;
+        let mut cluster = cluster.map_err(Failure::Local)?;
         println!("export KUBECONFIG={}", cluster.admin_kubeconfig.display());
         println!("# then, for example: kubectl get leases -A; kubectl get nodes");
         println!("# logs: {}/logs", cluster.dir.display());
@@ -76,11 +76,31 @@ pub fn up(args: &UpArgs) -> End {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            biased;
-            _ = tokio::signal::ctrl_c() => eprintln!("kubechaos: stopping (Ctrl-C)"),
-            () = terminated => eprintln!("kubechaos: stopping (SIGTERM)"),
-            () = stop => eprintln!("kubechaos: stopping"),
+        // Until stopped, what ends by itself is started again (as a kubelet would).
+        tokio::pin!(terminated, stop);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut restarts = Restarts::default();
+        loop {
+            tokio::select! {
+                biased;
+                _ = tokio::signal::ctrl_c() => {
+                    eprintln!("kubechaos: stopping (Ctrl-C)");
+                    break;
+                }
+                () = &mut terminated => {
+                    eprintln!("kubechaos: stopping (SIGTERM)");
+                    break;
+                }
+                () = &mut stop => {
+                    eprintln!("kubechaos: stopping");
+                    break;
+                }
+                _ = tick.tick() => {
+                    for line in cluster.keep_running(&mut restarts) {
+                        eprintln!("kubechaos: {line}");
+                    }
+                }
+            }
         }
         match cluster.down().await {
             Some(dir) => eprintln!("kubechaos: stopped; kept {}", dir.display()),

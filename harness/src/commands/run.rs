@@ -89,7 +89,10 @@ pub fn scenario(args: &ScenarioArgs) -> End {
     for line in s.description.lines().filter(|l| !l.trim().is_empty()) {
         println!("  {}", line.trim_end());
     }
-    println!("  cluster: {}", terminal::cluster_line(&s));
+    println!(
+        "  cluster: {}",
+        terminal::cluster_line(&s, args.backend == Backend::Kube)
+    );
     println!(
         "  duration: {}\n",
         scenario::duration::human(s.run_duration())

@@ -8,13 +8,18 @@ use crate::events::{fmt_ms, identity_process, EventKind};
 use crate::outcome::Outcome;
 use crate::scenario::Scenario;
 
-/// Render the cluster line: `3 nodes, kube-scheduler ×2, …`.
-pub fn cluster_line(s: &Scenario) -> String {
-    let mut parts = vec![format!(
-        "{} node{}",
-        s.cluster.nodes,
-        if s.cluster.nodes == 1 { "" } else { "s" }
-    )];
+/// Render the cluster line: `3 nodes, kube-scheduler ×2, …`. On an existing cluster
+/// (`existing`), its nodes are its own, not the scenario's `nodes`.
+pub fn cluster_line(s: &Scenario, existing: bool) -> String {
+    let mut parts = vec![if existing {
+        "the cluster's own nodes".to_owned()
+    } else {
+        format!(
+            "{} node{}",
+            s.cluster.nodes,
+            if s.cluster.nodes == 1 { "" } else { "s" }
+        )
+    }];
     for (c, spec) in &s.cluster.components {
         parts.push(format!("{} ×{}", c.name(), spec.replicas));
     }

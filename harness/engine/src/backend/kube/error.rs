@@ -56,8 +56,9 @@ pub enum KubeError {
         /// What was restored afterwards.
         restored: String,
     },
-    /// The agents could not be started on this machine, or did not lead in time.
-    #[error("the agents could not start: {what}")]
+    /// The agents could not be started on this machine or did not lead in time, or the
+    /// manifests' objects or the pod agents' pods did not come up.
+    #[error("the run's workload could not start: {what}")]
     Agents {
         /// What went wrong.
         what: String,

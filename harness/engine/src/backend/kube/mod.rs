@@ -583,23 +583,36 @@ impl Kube {
                     a.processes().len()
                 ));
                 start_agents(rt, &client, s, a, &mut self.created, &interrupt)
+                    .map_err(StartFailure::from)
             }
             None => Ok(()),
         }
         .and_then(|()| workload(&mut self.made, rt, s, &client, hooks, &interrupt, progress));
         let pod_agents = match up {
             Ok(p) => p,
-            Err(why) => {
+            Err(StartFailure {
+                why,
+                refusal,
+                undone,
+            }) => {
                 // Everything the start made is undone: agents stopped, manifests' objects
                 // deleted, Leases, namespaces and the probe namespace removed.
                 interrupt.stop();
-                let mut said = Vec::new();
+                let mut said = undone;
                 if let Some(a) = agents.take() {
                     said.push(rt.block_on(a.down()));
                 }
                 said.extend(rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made))));
                 said.push(rt.block_on(restore(&client, self.created_namespace, &self.created)));
-                let message = format!("{why}; restored: {}", said.join("; "));
+                let restored = format!("restored: {}", said.join("; "));
+                if let Some(problem) = refusal {
+                    progress.say(&restored);
+                    return Err(BackendError::Unsupported {
+                        backend: "kube",
+                        problems: vec![problem],
+                    });
+                }
+                let message = format!("{why}; {restored}");
                 return Err(if interrupt.came() {
                     BackendError::Interrupted {
                         message,
@@ -825,11 +838,15 @@ fn workload(
     hooks: Arc<dyn crate::backend::local::cluster::Hooks>,
     interrupt: &Interrupt,
     progress: &mut dyn Progress,
-) -> Result<Option<PodAgents>, String> {
+) -> Result<Option<PodAgents>, StartFailure> {
     if !s.cluster.manifests.is_empty() {
         let (made, found) = rt
             .block_on(crate::manifests::create(client, &s.cluster.manifests))
-            .map_err(|e| kubechaos_core::error::chain(&e))?;
+            .map_err(|e| StartFailure {
+                why: kubechaos_core::error::chain(&e),
+                refusal: e.refusal(),
+                undone: e.undone,
+            })?;
         let what: Vec<&str> = made.iter().map(|m| m.what.as_str()).collect();
         progress.say(&format!(
             "created {} object(s) of the manifests{}{}",
@@ -861,7 +878,7 @@ fn workload(
         .map(|a| a.lease.clone())
         .collect();
     progress.say("waiting for the pod agents' pods to run and their Leases to be held");
-    rt.block_on(async {
+    let ready = rt.block_on(async {
         let deadline = Instant::now() + AGENTS_READY;
         loop {
             if interrupt.came() {
@@ -894,7 +911,28 @@ fn workload(
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-    })
+    });
+    ready.map_err(StartFailure::from)
+}
+
+/// Why the agents, the manifests or the pod agents could not start, and, when the API server
+/// refused a manifest's object for what it is, where the scenario names it and what to do
+/// (the user's input: exit 2).
+struct StartFailure {
+    why: String,
+    refusal: Option<(Pos, String)>,
+    /// What the failing step had made and deleted again, a sentence each.
+    undone: Vec<String>,
+}
+
+impl From<String> for StartFailure {
+    fn from(why: String) -> StartFailure {
+        StartFailure {
+            why,
+            refusal: None,
+            undone: Vec::new(),
+        }
+    }
 }
 
 /// Make the agents' lease namespaces (noted in `created`), start every agent, and wait until

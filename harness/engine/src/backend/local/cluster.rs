@@ -248,6 +248,11 @@ const POD_AGENT_WAIT: Duration = Duration::from_secs(30);
 /// Per-request timeout of the fake nodes' clients (a partitioned node's request must end).
 const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What [`LocalCluster::keep_running`] knows of each process: how many times it was started
+/// again, when it is due to start (while it is down), and since when it runs.
+#[derive(Default)]
+pub struct Restarts(BTreeMap<String, (u32, Option<Instant>, Instant)>);
+
 /// A running local control plane. Dropping it kills every child.
 pub struct LocalCluster {
     tempdir: Option<tempfile::TempDir>,
@@ -578,7 +583,7 @@ impl LocalCluster {
         if !spec.manifests.is_empty() {
             let applied = crate::manifests::apply(&cluster.admin, &spec.manifests)
                 .await
-                .map_err(LocalError::Manifests)?;
+                .map_err(|e| LocalError::Manifests(Box::new(e)))?;
             say(&format!(
                 "applied {} object(s) of {} manifest(s) ({:.1}s): {}",
                 applied.len(),
@@ -801,6 +806,49 @@ impl LocalCluster {
         if let Some(child) = self.stopping.remove(name) {
             pods::reap(child, START_WAIT);
         }
+    }
+
+    /// For a cluster kept up with nothing playing on it (`kubechaos cluster up`): start again,
+    /// after the kubelet's back-off, every process that ended by itself, as a kubelet restarts a
+    /// static pod's container (upstream's scheduler and controller-manager exit when they lose
+    /// their Lease, and a real cluster has them back). Call it every second or so; returns what
+    /// to say.
+    pub fn keep_running(&mut self, restarts: &mut Restarts) -> Vec<String> {
+        let now = Instant::now();
+        let mut said = Vec::new();
+        for name in self.processes() {
+            let (count, due, since) = restarts.0.entry(name.clone()).or_insert((0, None, now));
+            match *due {
+                None => {
+                    if let Some(why) = self.exited(&name) {
+                        // A process that ran long enough starts again with a short back-off.
+                        if now.duration_since(*since) > crate::backoff::BACKOFF_RESET {
+                            *count = 0;
+                        }
+                        let wait = crate::backoff::backoff(*count);
+                        *count += 1;
+                        *due = Some(now + wait);
+                        said.push(format!(
+                            "{name} {why}; starting it again in {}",
+                            kubechaos_core::scenario::duration::human(wait)
+                        ));
+                    }
+                }
+                Some(at) if now >= at => {
+                    *due = None;
+                    *since = now;
+                    match self.start(&name) {
+                        Ok(()) => said.push(format!("started {name} again")),
+                        Err(e) => said.push(format!(
+                            "could not start {name} again: {}",
+                            kubechaos_core::error::chain(&e)
+                        )),
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        said
     }
 
     /// `Some(why)` once a running process has ended by itself.

@@ -80,7 +80,7 @@ pub enum LocalError {
     },
     /// An object of the scenario's `cluster.manifests` could not be applied.
     #[error("the scenario's manifests could not be applied")]
-    Manifests(#[source] crate::manifests::ManifestError),
+    Manifests(#[source] Box<crate::manifests::ManifestError>),
     /// A client for the API server could not be made.
     #[error(transparent)]
     Client(#[from] ClientError),

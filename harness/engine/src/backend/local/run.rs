@@ -377,6 +377,16 @@ impl Backend for Local {
             Ok(c) => c,
             Err(e) => {
                 interrupt.stop();
+                // A manifest's object the API server refused for what it is: the file is wrong.
+                if let Some(problem) = match &e {
+                    LocalError::Manifests(m) => m.refusal(),
+                    _ => None,
+                } {
+                    return Err(BackendError::Unsupported {
+                        backend: "local",
+                        problems: vec![problem],
+                    });
+                }
                 let e = EnvironmentError::Local(e);
                 return Err(if interrupt.came() {
                     BackendError::Interrupted {
