@@ -431,33 +431,13 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
     // its own address in its node's container, mended by `for:`, and killed there by crictl: the
     // wiring from the API's view of the pod (node, podIP) to the commands is what is checked.
     let docker_dir = tempfile::tempdir().unwrap();
-    let docker_log = docker_dir.path().join("docker.log");
-    let docker = docker_dir.path().join("docker");
-    std::fs::write(
-        &docker,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n",
-            docker_log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (docker, docker_log) = common::docker_stand_in(docker_dir.path(), "");
     let cut = write(
         "kube-pod-cut",
         "app=reference-agent",
         "faults:\n  - {at: 5s, partition: [agent/op/leader, api-server], for: 4s}\n  - {at: 11s, kill: agent/op/leader}\nexpect:\n  - single-leader: {lease: reference-agent/reference-agent-lock}\nduration: 14s\n",
     );
-    let (code, text) = common::play_scenario_with(
-        &cut,
-        "kube",
-        &[
-            std::ffi::OsStr::new("--kubeconfig"),
-            kubeconfig.as_os_str(),
-            std::ffi::OsStr::new("--provider"),
-            std::ffi::OsStr::new("kind"),
-        ],
-        &[("KUBECHAOS_DOCKER", docker.as_os_str())],
-    );
+    let (code, text) = common::play_on_kind(&cut, &kubeconfig, &docker);
     assert_eq!(code, 0, "{text}");
     let calls = std::fs::read_to_string(&docker_log).unwrap_or_default();
     assert!(
@@ -563,17 +543,10 @@ fn client_go_through_an_outage_on_kube(mode: &str) -> (i32, String, String) {
     let work = tempfile::tempdir().unwrap();
     let bin = common::build_client_go_agent(work.path());
     let pid = api_server_pid(&dir);
-    let docker = work.path().join("docker");
-    let log = work.path().join("docker.log");
-    std::fs::write(
-        &docker,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {log}\ncase \"$*\" in\n  *'mv /etc/kubernetes/manifests/kube-apiserver.yaml'*) kill -STOP {pid} ;;\n  *'kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests'*) kill -CONT {pid} ;;\nesac\n",
-            log = log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (docker, log) = common::docker_stand_in(
+        work.path(),
+        &format!("case \"$*\" in\n  *'mv /etc/kubernetes/manifests/kube-apiserver.yaml'*) kill -STOP {pid} ;;\n  *'kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests'*) kill -CONT {pid} ;;\nesac"),
+    );
     let ns = format!("cg-{mode}");
     let manifest =
         std::fs::read_to_string(common::repo().join("examples/manifests/client-go-agent.yaml"))
@@ -604,17 +577,7 @@ expect:
         ),
     )
     .unwrap();
-    let (code, text) = common::play_scenario_with(
-        &path,
-        "kube",
-        &[
-            std::ffi::OsStr::new("--kubeconfig"),
-            kubeconfig.as_os_str(),
-            std::ffi::OsStr::new("--provider"),
-            std::ffi::OsStr::new("kind"),
-        ],
-        &[("KUBECHAOS_DOCKER", docker.as_os_str())],
-    );
+    let (code, text) = common::play_on_kind(&path, &kubeconfig, &docker);
     assert_eq!(
         wait_until_gone(&bin.display().to_string()),
         Vec::<String>::new()

@@ -93,6 +93,40 @@ pub fn play_on_kube(file: &Path, kubeconfig: &Path) -> (i32, String) {
     )
 }
 
+/// A stand-in for the docker CLI in `dir` that appends each call's arguments, a line each, to
+/// `dir/docker.log` and then runs `then` (shell, `$*` the arguments). Returns the program and
+/// the log.
+pub fn docker_stand_in(dir: &Path, then: &str) -> (PathBuf, PathBuf) {
+    let docker = dir.join("docker");
+    let log = dir.join("docker.log");
+    std::fs::write(
+        &docker,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n{then}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (docker, log)
+}
+
+/// `kubechaos scenario FILE --backend kube --kubeconfig KUBECONFIG --provider kind` with the
+/// docker CLI `docker` (a stand-in: no kind cluster runs here): the exit code, and the output.
+pub fn play_on_kind(file: &Path, kubeconfig: &Path, docker: &Path) -> (i32, String) {
+    play_scenario_with(
+        file,
+        "kube",
+        &[
+            std::ffi::OsStr::new("--kubeconfig"),
+            kubeconfig.as_os_str(),
+            std::ffi::OsStr::new("--provider"),
+            std::ffi::OsStr::new("kind"),
+        ],
+        &[("KUBECHAOS_DOCKER", docker.as_os_str())],
+    )
+}
+
 /// Build the client-go fixture (`fixtures/agents/client-go`, a controller on client-go's
 /// `leaderelection` package) into `dir`, with the machine's Go.
 pub fn build_client_go_agent(dir: &Path) -> PathBuf {

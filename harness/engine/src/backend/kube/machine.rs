@@ -160,6 +160,11 @@ fn s(x: &str) -> String {
     x.to_owned()
 }
 
+/// The end of every rule kubechaos adds: marked as its own, dropping what it matches.
+fn drop_marked() -> [String; 6] {
+    ["-m", "comment", "--comment", RULE_COMMENT, "-j", "DROP"].map(s)
+}
+
 impl Machines {
     /// The machines of `nodes` (sorted by name), reached with `docker`.
     pub(crate) fn new(provider: Provider, mut nodes: Vec<NodeMachine>, docker: Docker) -> Machines {
@@ -380,14 +385,7 @@ impl Machines {
                     (None, Some(p)) => rule.extend([s("-p"), s("tcp"), s("--sport"), s(p)]),
                     (None, None) => {}
                 }
-                rule.extend([
-                    s("-m"),
-                    s("comment"),
-                    s("--comment"),
-                    s(RULE_COMMENT),
-                    s("-j"),
-                    s("DROP"),
-                ]);
+                rule.extend(drop_marked());
                 out.push((f.node.clone(), rule));
             }
         }
@@ -422,7 +420,7 @@ impl Machines {
         chains
             .into_iter()
             .map(|chain| {
-                vec![
+                let mut rule = vec![
                     s(chain),
                     s(matching[0]),
                     pod.ip.clone(),
@@ -430,13 +428,9 @@ impl Machines {
                     s("tcp"),
                     s(matching[1]),
                     s(API_SERVER_PORT),
-                    s("-m"),
-                    s("comment"),
-                    s("--comment"),
-                    s(RULE_COMMENT),
-                    s("-j"),
-                    s("DROP"),
-                ]
+                ];
+                rule.extend(drop_marked());
+                rule
             })
             .collect()
     }
