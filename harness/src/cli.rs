@@ -76,7 +76,7 @@ pub(crate) enum Command {
         after_help = "Every problem is reported as FILE:LINE:COL: what is wrong; what was expected.\nExit code 2 when any file has a problem."
     )]
     Validate {
-        /// Files or directories.
+        /// Files, directories, or names of scenarios (as `scenario NAME` takes them).
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
         /// Check that this backend can run them (default: a file is valid when some backend can

@@ -229,6 +229,7 @@ mod tests {
             Failure::Load(LoadError::NotFound {
                 name: "x".into(),
                 tried: vec![],
+                shipped: vec![],
             }),
             Failure::Kube(KubeError::NoContext),
             Failure::Kube(KubeError::NotDisposable {

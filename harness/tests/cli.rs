@@ -1093,3 +1093,104 @@ fn pod_agents_and_manifests_run_on_local_and_are_refused_elsewhere() {
             "missing-file.yaml:4:24: `cluster.manifests`: cannot read `nowhere.yaml`",
         ));
 }
+
+/// Runs the installed copy with these arguments: exit code, stdout, stderr.
+type Installed = dyn Fn(&[&str]) -> (Option<i32>, String, String);
+
+/// A copy of the binary, as `cargo install` leaves one, in a directory of its own and run from
+/// another (no `./scenarios` there), with a cache of its own: `kubechaos list` shows the
+/// shipped scenarios, `validate` and `scenario` find them by name and play `api-restart` on the
+/// sim, and a name that is none of them says which names there are. Returns how to run it.
+fn installed_binary_works(
+    root: &Path,
+    hide: Option<&Path>,
+) -> Box<Installed> {
+    let bin = root.join("bin");
+    let work = root.join("work");
+    let cache = root.join("cache");
+    for d in [&bin, &work, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::copy(env!("CARGO_BIN_EXE_kubechaos"), bin.join("kubechaos")).unwrap();
+    let hide = hide.map(Path::to_path_buf);
+    let run = move |args: &[&str]| {
+        let mut c = match &hide {
+            // In a mount namespace of its own where the checkout is an empty directory.
+            Some(dir) => {
+                let mut c = Command::new("unshare");
+                c.args([
+                    "--mount",
+                    "sh",
+                    "-c",
+                    "mount -t tmpfs none \"$0\" && shift && exec \"$@\"",
+                ])
+                .arg(dir)
+                .arg("--")
+                .arg(bin.join("kubechaos"));
+                c
+            }
+            None => Command::new(bin.join("kubechaos")),
+        };
+        let out = c
+            .args(args)
+            .current_dir(&work)
+            .env("KUBECHAOS_CACHE", &cache)
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&["list"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for name in [
+        "api-restart",
+        "delete-all-schedulers",
+        "agent-leader-partition",
+    ] {
+        assert!(stdout.contains(name), "{name}:\n{stdout}");
+    }
+    let (code, stdout, stderr) = run(&["validate", "api-restart"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let (code, stdout, stderr) = run(&["scenario", "api-restart"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("0 violated"), "{stdout}");
+    let (code, _, stderr) = run(&["scenario", "no-such-scenario"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("among the shipped ones (agent-api-restart, "),
+        "{stderr}"
+    );
+    Box::new(run)
+}
+
+#[test]
+fn an_installed_binary_finds_the_shipped_scenarios_from_any_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let _ = installed_binary_works(root.path(), None);
+}
+
+/// The same, with the checkout it was built from out of its reach: what it ships is in it, and
+/// `cluster build` builds the pinned control plane from what it carries.
+#[test]
+#[ignore = "real tier: a mount namespace (root: unshare --mount); ci/test runs it"]
+fn an_installed_binary_needs_no_checkout() {
+    let root = tempfile::tempdir().unwrap();
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let run = installed_binary_works(root.path(), Some(&checkout.canonicalize().unwrap()));
+    // The pinned control plane, built into a cache of its own from the modules kubechaos carries
+    // (Go's own caches make this quick once `ci/test` has built them).
+    let (code, stdout, stderr) = run(&["cluster", "build"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let cache = root.path().join("cache");
+    let pins = kubechaos_engine::backend::local::build::Pins::embedded().unwrap();
+    for b in kubechaos_engine::backend::local::build::BINARIES {
+        let built = cache
+            .join(format!("k8s-{}-etcd-{}", pins.kubernetes, pins.etcd))
+            .join(b);
+        assert!(built.is_file(), "{}: {stderr}", built.display());
+    }
+}

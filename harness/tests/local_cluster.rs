@@ -632,10 +632,7 @@ fn a_client_go_deployment_is_judged_through_an_api_outage_on_an_existing_cluster
 fn a_failed_start_names_the_process_its_exit_and_its_log_and_leaves_nothing() {
     let cache = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let pins = kubechaos_engine::backend::local::build::Pins::read(
-        &kubechaos_engine::backend::local::build::fixtures_dir(),
-    )
-    .unwrap();
+    let pins = kubechaos_engine::backend::local::build::Pins::embedded().unwrap();
     let bins = cache.path().join(pins.cache_dir().file_name().unwrap());
     std::fs::create_dir_all(&bins).unwrap();
     for b in kubechaos_engine::backend::local::build::BINARIES {

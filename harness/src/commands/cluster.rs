@@ -11,9 +11,8 @@ use kubechaos_engine::backend::local::runs::{ApiState, Down, RunRecord};
 /// `kubechaos cluster build`: the pinned binaries, built once into the cache.
 pub fn build() -> End {
     use kubechaos_engine::backend::local::build;
-    let fixtures = build::fixtures_dir();
-    let pins = build::Pins::read(&fixtures)?;
-    let dir = build::ensure(&pins, &fixtures, &mut |line| eprintln!("{line}"))?;
+    let pins = build::Pins::embedded()?;
+    let dir = build::ensure(&pins, &mut |line| eprintln!("{line}"))?;
     println!(
         "Kubernetes {} and etcd {} are in {}",
         pins.kubernetes,

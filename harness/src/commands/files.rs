@@ -13,33 +13,27 @@ use kubechaos_engine::run::DEFAULT_SEED;
 
 /// `kubechaos list`: the scenarios in ./scenarios and the shipped ones, each with its summary.
 pub fn list() -> End {
-    let mut seen = std::collections::BTreeSet::new();
     let mut rows: Vec<(String, String)> = Vec::new();
-    for dir in scenario::search_dirs() {
-        for path in scenario::yaml_files(&dir) {
-            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
-                continue;
-            };
-            if !seen.insert(stem.clone()) {
-                continue;
+    for path in scenario::catalog() {
+        let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        rows.push(match scenario::load(&path) {
+            Ok(s) => {
+                let summary = s
+                    .description
+                    .split_terminator(['\n'])
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned();
+                (s.name, summary)
             }
-            rows.push(match scenario::load(&path) {
-                Ok(s) => {
-                    let summary = s
-                        .description
-                        .split_terminator(['\n'])
-                        .next()
-                        .unwrap_or("")
-                        .trim()
-                        .to_owned();
-                    (s.name, summary)
-                }
-                Err(e) => {
-                    let first = e.to_string().lines().next().unwrap_or("").to_owned();
-                    (stem, format!("(invalid: {first})"))
-                }
-            });
-        }
+            Err(e) => {
+                let first = e.to_string().lines().next().unwrap_or("").to_owned();
+                (stem, format!("(invalid: {first})"))
+            }
+        });
     }
     let width = rows
         .iter()
@@ -71,8 +65,11 @@ pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider)
                 )));
             }
             files.extend(found);
-        } else {
+        } else if p.exists() {
             files.push(p.clone());
+        } else {
+            // A name, as `scenario NAME` takes it: ./scenarios/NAME.yaml or a shipped one.
+            files.push(scenario::resolve(&p.to_string_lossy())?);
         }
     }
     let backends = match backend {

@@ -7,6 +7,7 @@ pub(crate) mod decode;
 pub mod duration;
 pub(crate) mod manifest;
 pub(crate) mod model;
+pub mod shipped;
 pub mod validate;
 pub(crate) mod yaml;
 
@@ -55,12 +56,14 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// No file by that name.
-    #[error("no scenario `{name}`: looked for {}; expected a path to a YAML file or the name of a shipped scenario (see `kubechaos list`)", .tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "))]
+    #[error("no scenario `{name}`: looked for {} and among the shipped ones ({}); expected a path to a YAML file or one of those names (see `kubechaos list`)", .tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "), .shipped.join(", "))]
     NotFound {
         /// What the user asked for.
         name: String,
         /// Where it was looked for.
         tried: Vec<PathBuf>,
+        /// The shipped names of that kind.
+        shipped: Vec<&'static str>,
     },
 }
 
@@ -77,25 +80,27 @@ pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Directories searched for scenarios by name, in order: `./scenarios`, then the scenarios
-/// shipped in this repository (when run from a checkout).
-pub fn search_dirs() -> Vec<PathBuf> {
-    search_dirs_of("scenarios")
+/// The scenarios `kubechaos list` shows: those in `./scenarios`, then the shipped ones no file
+/// there shadows (written into the cache, [`shipped::path`]).
+pub fn catalog() -> Vec<PathBuf> {
+    catalog_of("scenarios")
 }
 
-/// `./DIR`, then the shipped `DIR` (`scenarios`, `topologies`) of this checkout, if different.
-pub(crate) fn search_dirs_of(dir: &str) -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from(dir)];
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(dir);
-    if let Ok(shipped) = shipped.canonicalize() {
-        let local = Path::new(dir).canonicalize().ok();
-        if local.as_ref() != Some(&shipped) {
-            dirs.push(shipped);
+/// The files of `./DIR`, then the shipped ones of `DIR` whose names they do not have.
+pub(crate) fn catalog_of(dir: &str) -> Vec<PathBuf> {
+    let mut files = yaml_files(Path::new(dir));
+    let local: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    for name in shipped::names(dir) {
+        if !local.iter().any(|l| l == name) {
+            if let Some(Ok(p)) = shipped::path(dir, name) {
+                files.push(p);
+            }
         }
     }
-    dirs
+    files
 }
 
 /// Find a scenario by path or by name.
@@ -103,7 +108,8 @@ pub fn resolve(name_or_path: &str) -> Result<PathBuf, LoadError> {
     resolve_in(name_or_path, "scenarios")
 }
 
-/// Find a file by path, or by name in `./DIR` and the shipped `DIR`.
+/// Find a file by path, or by name in `./DIR`, then among the shipped files of `DIR` (embedded
+/// in the binary; written into the cache to be read).
 pub fn resolve_in(name_or_path: &str, dir: &str) -> Result<PathBuf, LoadError> {
     let as_path = Path::new(name_or_path);
     if as_path.is_file() {
@@ -111,18 +117,26 @@ pub fn resolve_in(name_or_path: &str, dir: &str) -> Result<PathBuf, LoadError> {
     }
     let mut tried = vec![as_path.to_path_buf()];
     if !name_or_path.contains('/') && !name_or_path.ends_with(".yaml") {
-        for dir in search_dirs_of(dir) {
-            let candidate = dir.join(format!("{name_or_path}.yaml"));
-            if candidate.is_file() {
-                return Ok(candidate);
-            }
-            tried.push(candidate);
+        let candidate = Path::new(dir).join(format!("{name_or_path}.yaml"));
+        if candidate.is_file() {
+            return Ok(candidate);
         }
-        tried.remove(0);
+        tried = vec![candidate];
+        match shipped::path(dir, name_or_path) {
+            Some(Ok(p)) => return Ok(p),
+            Some(Err(source)) => {
+                return Err(LoadError::Read {
+                    path: shipped::cache_base(),
+                    source,
+                })
+            }
+            None => {}
+        }
     }
     Err(LoadError::NotFound {
         name: name_or_path.to_owned(),
         tried,
+        shipped: shipped::names(dir),
     })
 }
 

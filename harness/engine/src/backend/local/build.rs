@@ -1,7 +1,9 @@
 //! The pinned upstream binaries: etcd, kube-apiserver, kube-scheduler and kube-controller-manager,
 //! built from the Go module proxy at the versions pinned in `fixtures/control-plane/` into a
 //! versioned cache outside the repository (`~/.cache/kubechaos/k8s-vX.Y.Z/`, or
-//! `$KUBECHAOS_CACHE/k8s-vX.Y.Z/`). No binary is ever committed.
+//! `$KUBECHAOS_CACHE/k8s-vX.Y.Z/`). No binary is ever committed. The pins (each module's `go.mod`
+//! and `go.sum`) are embedded in kubechaos and written into the cache to build there, so that
+//! an installed kubechaos builds from any directory with no checkout on the machine.
 //!
 //! Known facts this follows: `go install …@version` is refused for both projects, so each is built
 //! inside its own module (`fixtures/control-plane/kubernetes`, which replaces every staging module
@@ -13,23 +15,57 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The fixtures directory of this checkout.
-pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/control-plane")
+/// The pinned Go modules, embedded: (module directory, file, text).
+const MODULES: [(&str, &str, &str); 4] = [
+    (
+        "kubernetes",
+        "go.mod",
+        include_str!("../../../../../fixtures/control-plane/kubernetes/go.mod"),
+    ),
+    (
+        "kubernetes",
+        "go.sum",
+        include_str!("../../../../../fixtures/control-plane/kubernetes/go.sum"),
+    ),
+    (
+        "etcd",
+        "go.mod",
+        include_str!("../../../../../fixtures/control-plane/etcd/go.mod"),
+    ),
+    (
+        "etcd",
+        "go.sum",
+        include_str!("../../../../../fixtures/control-plane/etcd/go.sum"),
+    ),
+];
+
+/// The embedded text of a module's file.
+fn module_file(dir: &str, file: &str) -> &'static str {
+    MODULES
+        .iter()
+        .find(|(d, f, _)| *d == dir && *f == file)
+        .map(|(.., t)| *t)
+        .expect("every pinned module has a go.mod and a go.sum")
+}
+
+/// Write the embedded modules into `dir` (`dir/kubernetes/go.mod`, …), as they are embedded.
+fn write_modules(dir: &Path) -> Result<(), BuildError> {
+    for (module, file, text) in MODULES {
+        let folder = dir.join(module);
+        let path = folder.join(file);
+        std::fs::create_dir_all(&folder)
+            .and_then(|()| std::fs::write(&path, text))
+            .map_err(|source| BuildError::Io {
+                what: format!("write the pinned module file {}", path.display()),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 /// Why the binaries could not be had. Every variant is an environment failure (exit 3).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// The pins could not be read.
-    #[error("cannot read the pinned versions in {}", path.display())]
-    PinsUnreadable {
-        /// The go.mod.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
     /// A pin is missing.
     #[error("cannot read the pinned versions in {}: no `require {module} vX.Y.Z` line", path.display())]
     PinMissing {
@@ -81,12 +117,9 @@ pub struct Pins {
     pub etcd: String,
 }
 
-fn required_version(go_mod: &Path, module: &str) -> Result<String, BuildError> {
-    let text = std::fs::read_to_string(go_mod).map_err(|source| BuildError::PinsUnreadable {
-        path: go_mod.to_path_buf(),
-        source,
-    })?;
-    text.lines()
+fn required_version(dir: &str, module: &str) -> Result<String, BuildError> {
+    module_file(dir, "go.mod")
+        .lines()
         .map(|l| l.trim().trim_start_matches("require").trim())
         .find_map(|l| {
             let mut parts = l.split_whitespace();
@@ -96,27 +129,24 @@ fn required_version(go_mod: &Path, module: &str) -> Result<String, BuildError> {
         })
         .filter(|v| v.starts_with('v'))
         .ok_or_else(|| BuildError::PinMissing {
-            path: go_mod.to_path_buf(),
+            path: Path::new("fixtures/control-plane").join(dir).join("go.mod"),
             module: module.to_owned(),
         })
 }
 
 impl Pins {
-    /// Read the pins from the fixtures.
-    pub fn read(fixtures: &Path) -> Result<Pins, BuildError> {
+    /// The pins embedded in this kubechaos (`fixtures/control-plane/*/go.mod`).
+    pub fn embedded() -> Result<Pins, BuildError> {
         Ok(Pins {
-            kubernetes: required_version(&fixtures.join("kubernetes/go.mod"), "k8s.io/kubernetes")?,
-            etcd: required_version(&fixtures.join("etcd/go.mod"), "go.etcd.io/etcd/server/v3")?,
+            kubernetes: required_version("kubernetes", "k8s.io/kubernetes")?,
+            etcd: required_version("etcd", "go.etcd.io/etcd/server/v3")?,
         })
     }
 
     /// The cache directory for these pins.
     pub fn cache_dir(&self) -> PathBuf {
-        let base = std::env::var_os("KUBECHAOS_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kubechaos")))
-            .unwrap_or_else(|| PathBuf::from("/tmp/kubechaos-cache"));
-        base.join(format!("k8s-{}-etcd-{}", self.kubernetes, self.etcd))
+        kubechaos_core::scenario::shipped::cache_base()
+            .join(format!("k8s-{}-etcd-{}", self.kubernetes, self.etcd))
     }
 }
 
@@ -189,11 +219,7 @@ fn version_of(path: &Path) -> Option<String> {
 
 /// The binaries for the pins, built if missing (printing progress through `say`). Returns the
 /// directory that holds them.
-pub fn ensure(
-    pins: &Pins,
-    fixtures: &Path,
-    say: &mut dyn FnMut(&str),
-) -> Result<PathBuf, BuildError> {
+pub fn ensure(pins: &Pins, say: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> {
     let dir = pins.cache_dir();
     let missing: Vec<&Target> = TARGETS
         .iter()
@@ -209,6 +235,9 @@ pub fn ensure(
         what: format!("create {}", dir.display()),
         source,
     })?;
+    // The modules are built where kubechaos writes them, not from a checkout.
+    let modules = dir.join("src");
+    write_modules(&modules)?;
     say(&format!(
         "building the control plane once (Kubernetes {}, etcd {}) into {}; later runs reuse it",
         pins.kubernetes,
@@ -222,7 +251,7 @@ pub fn ensure(
         // looks finished.
         let partial = dir.join(format!(".{}.partial", t.name));
         let out = Command::new("go")
-            .current_dir(fixtures.join(t.module_dir))
+            .current_dir(modules.join(t.module_dir))
             .env("CGO_ENABLED", "0")
             .env("GOFLAGS", "-mod=mod")
             .args(["build", "-trimpath", "-ldflags", &ldflags(pins, t), "-o"])
@@ -274,11 +303,21 @@ mod tests {
 
     #[test]
     fn pins_are_read_from_the_fixtures() {
-        let pins = Pins::read(&fixtures_dir()).expect("the fixtures pin both");
+        let pins = Pins::embedded().expect("the fixtures pin both");
         assert!(pins.kubernetes.starts_with("v1.3"), "{pins:?}");
         assert!(pins.etcd.starts_with("v3.6."), "{pins:?}");
         assert!(pins
             .cache_dir()
             .ends_with(format!("k8s-{}-etcd-{}", pins.kubernetes, pins.etcd)));
+        // What is embedded is what the repository pins, file for file; and it can be written out.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/control-plane");
+        let out = tempfile::tempdir().unwrap();
+        write_modules(out.path()).unwrap();
+        for (module, file, text) in MODULES {
+            let pinned = std::fs::read_to_string(root.join(module).join(file)).unwrap();
+            assert_eq!(text, pinned, "{module}/{file}");
+            let written = std::fs::read_to_string(out.path().join(module).join(file)).unwrap();
+            assert_eq!(written, pinned, "{module}/{file}");
+        }
     }
 }

@@ -390,9 +390,8 @@ impl LocalCluster {
         hooks: Arc<dyn Hooks>,
         say: &mut dyn FnMut(&str),
     ) -> Result<LocalCluster, LocalError> {
-        let fixtures = build::fixtures_dir();
-        let pins = build::Pins::read(&fixtures)?;
-        let bins = build::ensure(&pins, &fixtures, say)?;
+        let pins = build::Pins::embedded()?;
+        let bins = build::ensure(&pins, say)?;
         let agent_exe = if spec.agents.is_empty() && spec.manifests.is_empty() {
             // Pods made later (`cluster up` used as an existing cluster) may run `kubechaos`.
             agent_exe().unwrap_or_default()
