@@ -27,6 +27,11 @@ Examples:
   kubechaos suite scenarios/ --junit junit.xml   every scenario, one report (for CI)
   kubechaos validate scenarios/                  check files without running them
   kubechaos schema > scenario.schema.json        for editors (yaml-language-server)
+  source <(kubechaos completion bash)            shell completion (bash, zsh, fish, ...)
+  kubechaos scenario api-restart --json - | jq .exit_code   the summary alone on stdout
+
+-v/-vv/-vvv more log output on stderr (and every observed event in a scenario's timeline),
+-q only errors; RUST_LOG, when set, decides instead.
 
 Exit codes: 0 every invariant held, 1 an invariant was violated, 2 bad input
 (file, flag, target, a fault the backend cannot do), 3 the environment failed.";
@@ -41,6 +46,26 @@ Exit codes: 0 every invariant held, 1 an invariant was violated, 2 bad input
 pub struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// More log output on stderr: -v info (and, for `scenario`, every observed event), -vv
+    /// debug, -vvv trace. `RUST_LOG`, when set, decides instead.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub(crate) verbose: u8,
+    /// Only errors in the log output on stderr (the report is printed as always).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub(crate) quiet: bool,
+}
+
+impl Cli {
+    /// The log filter the flags ask for (when `RUST_LOG` is not set).
+    pub(crate) fn log_filter(&self) -> &'static str {
+        match (self.quiet, self.verbose) {
+            (true, _) => "error,kube_client=off",
+            (false, 0) => "warn,kube_client=off",
+            (false, 1) => "info,kube_client=warn",
+            (false, 2) => "debug",
+            (false, _) => "trace",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +114,15 @@ pub(crate) enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Print the shell completion script for kubechaos.
+    #[command(
+        after_help = "Examples:\n  source <(kubechaos completion bash)                          this shell\n  kubechaos completion bash > ~/.local/share/bash-completion/completions/kubechaos\n  kubechaos completion zsh > \"${fpath[1]}/_kubechaos\"\n  kubechaos completion fish > ~/.config/fish/completions/kubechaos.fish"
+    )]
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// The local control plane: build its upstream binaries, start, inspect and stop it.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -417,9 +451,6 @@ pub(crate) struct ScenarioArgs {
     /// holders, processes, nodes, probe pods, each invariant's window and verdict).
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<PathBuf>,
-    /// Show every observed event, not only the notable ones.
-    #[arg(short, long)]
-    pub(crate) verbose: bool,
     /// Keep the run directory of a local run (certificates, kubeconfigs, logs, etcd data).
     #[arg(long)]
     pub(crate) keep: bool,

@@ -34,12 +34,12 @@ fn run() -> i32 {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+                .unwrap_or_else(|_| cli.log_filter().into()),
         )
         .with_writer(std::io::stderr)
         .try_init();
     let end = match cli.command {
-        Command::Scenario(args) => commands::run::scenario(&args),
+        Command::Scenario(args) => commands::run::scenario(&args, cli.verbose > 0),
         Command::Suite(args) => commands::run::suite(&args),
         Command::Explore(args) => commands::run::explore(&args),
         Command::Report(args) => commands::run::report(&args),
@@ -51,6 +51,16 @@ fn run() -> i32 {
         } => commands::files::validate(&paths, backend, provider),
         Command::Schema => {
             print!("{}", kubechaos_core::scenario::json_schema());
+            Ok(Verdict::Held)
+        }
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "kubechaos",
+                &mut std::io::stdout(),
+            );
             Ok(Verdict::Held)
         }
         Command::Cluster(ClusterCommand::Build) => commands::cluster::build(),

@@ -1101,10 +1101,7 @@ type Installed = dyn Fn(&[&str]) -> (Option<i32>, String, String);
 /// another (no `./scenarios` there), with a cache of its own: `kubechaos list` shows the
 /// shipped scenarios, `validate` and `scenario` find them by name and play `api-restart` on the
 /// sim, and a name that is none of them says which names there are. Returns how to run it.
-fn installed_binary_works(
-    root: &Path,
-    hide: Option<&Path>,
-) -> Box<Installed> {
+fn installed_binary_works(root: &Path, hide: Option<&Path>) -> Box<Installed> {
     let bin = root.join("bin");
     let work = root.join("work");
     let cache = root.join("cache");
@@ -1193,4 +1190,83 @@ fn an_installed_binary_needs_no_checkout() {
             .join(b);
         assert!(built.is_file(), "{}: {stderr}", built.display());
     }
+}
+
+/// The conventions a user of kubectl expects: shell completion for bash, zsh and fish; the JSON
+/// summary alone on standard output with `--json -` (the report then goes to standard error);
+/// `-v`/`-q` for the log output on every command, and `-q` with `-v` refused.
+#[test]
+fn completion_json_on_stdout_and_log_verbosity() {
+    for (shell, marker) in [
+        ("bash", "complete -F _kubechaos"),
+        ("zsh", "#compdef kubechaos"),
+        ("fish", "complete -c kubechaos"),
+    ] {
+        let out = kubechaos().args(["completion", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(marker),
+            "{shell}: {}",
+            &text[..text.len().min(300)]
+        );
+        assert!(
+            text.contains("validate") && text.contains("--backend"),
+            "{shell}"
+        );
+    }
+    kubechaos().args(["completion", "tcsh"]).assert().code(2);
+
+    let out = kubechaos()
+        .args(["scenario", "api-restart", "--json", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is the JSON summary alone ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(summary["exit_code"], 0);
+    assert_eq!(summary["scenarios"][0]["name"], "api-restart");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("verdicts:") && stderr.contains("6 held, 0 violated"),
+        "{stderr}"
+    );
+    kubechaos()
+        .args(["scenario", "api-restart", "--junit", "-"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "standard output is for the JSON summary only",
+        ));
+
+    let quiet = kubechaos()
+        .env_remove("RUST_LOG")
+        .args(["-q", "scenario", "api-restart"])
+        .output()
+        .unwrap();
+    assert_eq!(quiet.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("INFO"));
+    let verbose = kubechaos()
+        .env_remove("RUST_LOG")
+        .args(["scenario", "api-restart", "-v"])
+        .output()
+        .unwrap();
+    assert_eq!(verbose.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&verbose.stderr).contains("successfully acquired lease"),
+        "-v logs at info"
+    );
+    assert!(
+        verbose.stdout.len() > quiet.stdout.len(),
+        "-v shows every observed event"
+    );
+    kubechaos()
+        .args(["validate", "api-restart", "-q", "-v"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
 }

@@ -14,18 +14,64 @@ use crate::failure::{Failure, Verdict};
 /// The end of every command.
 pub type End = Result<Verdict, Failure>;
 
-/// Write a file kubechaos produces.
+/// Standard output as it was before [`json_to_stdout`] sent everything else to standard error.
+static STDOUT: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+
+/// `--json -`: the JSON summary is all that standard output carries, as `kubectl -o json` does;
+/// everything else a command prints goes to standard error from here on.
+fn json_to_stdout() -> Result<(), Failure> {
+    use std::os::fd::AsFd;
+    let out = std::io::stdout();
+    let io = |source| Failure::Write {
+        what: "JSON summary",
+        path: "-".into(),
+        source,
+    };
+    let saved = out.as_fd().try_clone_to_owned().map_err(io)?;
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd()).map_err(|e| io(std::io::Error::from(e)))?;
+    let _ = STDOUT.set(std::sync::Mutex::new(std::fs::File::from(saved)));
+    Ok(())
+}
+
+/// Write a file kubechaos produces (`-`: standard output, see [`json_to_stdout`]).
 fn write_file(path: &Path, content: &[u8], what: &'static str) -> Result<(), Failure> {
-    std::fs::write(path, content).map_err(|source| Failure::Write {
+    let io = |source| Failure::Write {
         what,
         path: path.to_owned(),
         source,
-    })
+    };
+    if path == Path::new("-") {
+        use std::io::Write;
+        return match STDOUT.get() {
+            Some(out) => {
+                let mut out = out.lock().expect("stdout");
+                out.write_all(content)
+                    .and_then(|()| out.flush())
+                    .map_err(io)
+            }
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(content)
+                    .and_then(|()| out.flush())
+                    .map_err(io)
+            }
+        };
+    }
+    std::fs::write(path, content).map_err(io)
 }
 
 /// Whether `path` can be written, checked by opening it (a file that did not exist is removed
 /// again): found out before a run of several real minutes, not after.
 fn check_writable(path: &Path, what: &'static str) -> Result<(), Failure> {
+    if path == Path::new("-") {
+        return if what == "JSON summary" {
+            Ok(())
+        } else {
+            Err(Failure::Input(format!(
+                "`-` for the {what}: standard output is for the JSON summary only (`--json -`); expected a file"
+            )))
+        };
+    }
     let existed = path.exists();
     match std::fs::OpenOptions::new()
         .append(true)

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{check_writable, write_file, End};
+use super::{check_writable, json_to_stdout, write_file, End};
 use crate::cli::{backend_of, Backend, ExploreArgs, Provider, ReportArgs, ScenarioArgs, SuiteArgs};
 use crate::exit;
 use crate::failure::{print_problems, Failure, Verdict};
@@ -13,8 +13,9 @@ use kubechaos_core::scenario;
 use kubechaos_engine::backend::BackendError;
 use kubechaos_engine::run::{self, Playable};
 
-/// `kubechaos scenario`: play one scenario and judge it.
-pub fn scenario(args: &ScenarioArgs) -> End {
+/// `kubechaos scenario`: play one scenario and judge it (`verbose`: the timeline shows every
+/// observed event).
+pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
     let s = scenario::load(&scenario::resolve(&args.scenario)?)?;
     let outputs: Vec<&Path> = [&args.events, &args.junit, &args.json, &args.report]
         .into_iter()
@@ -40,6 +41,9 @@ pub fn scenario(args: &ScenarioArgs) -> End {
         if let Some(path) = path {
             check_writable(path, what)?;
         }
+    }
+    if args.json.as_deref() == Some(Path::new("-")) {
+        json_to_stdout()?;
     }
     let kube = args.target.guarded(args.backend)?;
     let mut backend = backend_of(
@@ -118,7 +122,7 @@ pub fn scenario(args: &ScenarioArgs) -> End {
         }
         Err(e) => return Err(Failure::of_run(&s.source.path, e)),
     };
-    print!("{}", terminal::timeline(&outcome, args.verbose));
+    print!("{}", terminal::timeline(&outcome, verbose));
     println!("\nverdicts:");
     print!("{}", terminal::verdicts(&outcome));
     let held = outcome.verdicts.iter().filter(|v| v.held).count();
@@ -241,7 +245,9 @@ fn write_reports(
     if let Some(path) = json_path {
         let json = summary::render(entries, backend.name(), seed, code);
         write_file(path, json.as_bytes(), "JSON summary")?;
-        println!("json: {}", path.display());
+        if path != Path::new("-") {
+            println!("json: {}", path.display());
+        }
     }
     Ok(())
 }
@@ -317,6 +323,9 @@ pub fn suite(args: &SuiteArgs) -> End {
         if let Some(path) = path {
             check_writable(path, what)?;
         }
+    }
+    if args.json.as_deref() == Some(Path::new("-")) {
+        json_to_stdout()?;
     }
     for dir in [&args.events_dir, &args.report_dir].into_iter().flatten() {
         std::fs::create_dir_all(dir).map_err(|source| Failure::Write {
