@@ -114,6 +114,12 @@ pub(crate) enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Set up a chaos directory in your own repository: a first scenario for your Lease on the
+    /// sim, one for your software in your cluster, and the schema editors use.
+    #[command(
+        after_help = "Examples:\n  kubechaos init --lease my-operator/my-operator-lock\n  kubechaos init --lease kube-system/cert-manager-controller --namespace cert-manager --selector app.kubernetes.io/name=cert-manager\n  kubechaos init --dir test/chaos --lease ops/op-lock --force\n\nWrites DIR/NAME-api-outage.yaml (the sim and local play it), DIR/cluster/NAME.yaml (a pod agent:\nyour pods in your cluster, --backend kube) and DIR/scenario.schema.json. Running it again changes\nnothing; a file that differs is not overwritten without --force (exit 2, nothing written).\nThen: kubechaos suite DIR"
+    )]
+    Init(InitArgs),
     /// Print the shell completion script for kubechaos.
     #[command(
         after_help = "Examples:\n  source <(kubechaos completion bash)                          this shell\n  kubechaos completion bash > ~/.local/share/bash-completion/completions/kubechaos\n  kubechaos completion zsh > \"${fpath[1]}/_kubechaos\"\n  kubechaos completion fish > ~/.config/fish/completions/kubechaos.fish"
@@ -348,6 +354,28 @@ pub(crate) struct BindArgs {
     pub(crate) selector: String,
     #[command(flatten)]
     pub(crate) kube: KubeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct InitArgs {
+    /// The Lease your software competes for, NAMESPACE/NAME.
+    #[arg(long, value_name = "NS/NAME")]
+    pub(crate) lease: String,
+    /// The directory to set up.
+    #[arg(long, default_value = "chaos", value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// The agent's and the scenarios' name (default: made from the Lease's name).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// The namespace of your software's pods (default: the Lease's).
+    #[arg(short = 'n', long, value_name = "NS")]
+    pub(crate) namespace: Option<String>,
+    /// The label selector of your software's pods (default: app=NAME).
+    #[arg(short = 'l', long, value_name = "LABELS")]
+    pub(crate) selector: Option<String>,
+    /// Overwrite files that differ from what init writes.
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, clap::Args)]

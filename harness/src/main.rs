@@ -53,6 +53,7 @@ fn run() -> i32 {
             print!("{}", kubechaos_core::scenario::json_schema());
             Ok(Verdict::Held)
         }
+        Command::Init(args) => commands::init::init(&args),
         Command::Completion { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(

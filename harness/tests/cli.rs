@@ -740,8 +740,8 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
     assert_eq!(kube["DOCKER_TLS_CERTDIR"], "");
     assert!(kube["KIND_VERSION"].as_str().unwrap().starts_with("v0."));
     assert!(kube["K3D_VERSION"].as_str().unwrap().starts_with("v5."));
-    let text = std::fs::read_to_string(repo().join("ci/gitlab/kubechaos-nightly.gitlab-ci.yml"))
-        .unwrap();
+    let text =
+        std::fs::read_to_string(repo().join("ci/gitlab/kubechaos-nightly.gitlab-ci.yml")).unwrap();
     for bad in ["|| true", "dl/latest", "/main/install.sh", "golang-go"] {
         assert!(!text.contains(bad), "{bad}");
     }
@@ -1303,4 +1303,87 @@ fn completion_json_on_stdout_and_log_verbosity() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("cannot be used with"));
+}
+
+/// `kubechaos init` in an empty repository: `kubechaos suite chaos/` then passes on the sim, the
+/// scenario for the user's cluster is valid for kind, a second init changes nothing, and a file
+/// changed by hand is not overwritten without `--force` (exit 2, nothing written).
+#[test]
+fn init_sets_up_a_chaos_directory_that_the_sim_passes() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let at = |args: &[&str]| {
+        kubechaos()
+            .current_dir(repo_dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let init = [
+        "init",
+        "--lease",
+        "my-operator/my-operator-lock",
+        "-l",
+        "app.kubernetes.io/name=my-operator",
+    ];
+    let first = at(&init);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let chaos = repo_dir.path().join("chaos");
+    let read = || {
+        [
+            "scenario.schema.json",
+            "my-operator-lock-api-outage.yaml",
+            "cluster/my-operator-lock.yaml",
+        ]
+        .map(|f| std::fs::read_to_string(chaos.join(f)).unwrap())
+    };
+    let written = read();
+    assert!(written[1].starts_with("# yaml-language-server: $schema=./scenario.schema.json"));
+    assert!(written[2].contains("selector: 'app.kubernetes.io/name=my-operator'"));
+    let suite = at(&["suite", "chaos/"]);
+    assert_eq!(
+        suite.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&suite.stdout)
+    );
+    let kind = at(&[
+        "validate",
+        "chaos/cluster/",
+        "--backend",
+        "kube",
+        "--provider",
+        "kind",
+    ]);
+    assert_eq!(
+        kind.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&kind.stderr)
+    );
+
+    let second = at(&init);
+    assert_eq!(second.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&second.stdout)
+            .matches("unchanged")
+            .count(),
+        3
+    );
+    assert_eq!(read(), written);
+
+    let mine = chaos.join("my-operator-lock-api-outage.yaml");
+    std::fs::write(&mine, "name: mine\n").unwrap();
+    let refused = at(&init);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("expected --force"));
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "name: mine\n");
+    let mut forced = init.to_vec();
+    forced.push("--force");
+    assert_eq!(at(&forced).status.code(), Some(0));
+    assert_eq!(read(), written);
 }

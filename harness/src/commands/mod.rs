@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod cluster;
 pub mod files;
+pub mod init;
 pub mod recover;
 pub mod run;
 
