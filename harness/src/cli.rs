@@ -95,7 +95,11 @@ pub(crate) enum Command {
     )]
     Report(ReportArgs),
     /// List the scenarios in ./scenarios (and the shipped ones).
-    List,
+    List {
+        /// `json`: one JSON array on stdout ({name, summary, file} each).
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
+    },
     /// Check scenario files (or directories of them) without running anything.
     #[command(
         after_help = "Every problem is reported as FILE:LINE:COL: what is wrong; what was expected.\nExit code 2 when any file has a problem."
@@ -111,6 +115,10 @@ pub(crate) enum Command {
         /// With `--backend kube`: also check that this provider can do their faults.
         #[arg(long, value_enum, default_value = "auto")]
         provider: Provider,
+        /// `json`: one JSON array on stdout ({file, name, valid, runs_on, problems} each); the
+        /// problems are also said on stderr as usual.
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
     },
     /// Print the JSON Schema of scenario files.
     Schema,
@@ -354,6 +362,15 @@ pub(crate) struct BindArgs {
     pub(crate) selector: String,
     #[command(flatten)]
     pub(crate) kube: KubeArgs,
+}
+
+/// How a command prints what it found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    /// Lines for people.
+    Text,
+    /// JSON on stdout, for scripts.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]

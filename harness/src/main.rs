@@ -43,12 +43,13 @@ fn run() -> i32 {
         Command::Suite(args) => commands::run::suite(&args),
         Command::Explore(args) => commands::run::explore(&args),
         Command::Report(args) => commands::run::report(&args),
-        Command::List => commands::files::list(),
+        Command::List { output } => commands::files::list(output),
         Command::Validate {
             paths,
             backend,
             provider,
-        } => commands::files::validate(&paths, backend, provider),
+            output,
+        } => commands::files::validate(&paths, backend, provider, output),
         Command::Schema => {
             print!("{}", kubechaos_core::scenario::json_schema());
             Ok(Verdict::Held)

@@ -1298,6 +1298,34 @@ fn completion_json_on_stdout_and_log_verbosity() {
         verbose.stdout.len() > quiet.stdout.len(),
         "-v shows every observed event"
     );
+    // `list` and `validate` print one JSON array with `-o json`.
+    let list = kubechaos().args(["list", "-o", "json"]).output().unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "api-restart" && r["file"] == "scenarios/api-restart.yaml"));
+    let checked = kubechaos()
+        .args([
+            "validate",
+            "api-restart",
+            "examples/reference-agent-leader-cut-off.yaml",
+            "--backend",
+            "sim",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(2));
+    let checked: serde_json::Value = serde_json::from_slice(&checked.stdout).unwrap();
+    assert_eq!(checked[0]["valid"], true);
+    assert_eq!(checked[0]["runs_on"], serde_json::json!(["sim"]));
+    assert_eq!(checked[1]["valid"], false);
+    assert!(checked[1]["problems"][0].as_str().unwrap().contains(
+        "reference-agent-leader-cut-off.yaml:17:7: agent `reference-agent` is a pod agent"
+    ));
     kubechaos()
         .args(["validate", "api-restart", "-q", "-v"])
         .assert()

@@ -5,19 +5,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::End;
-use crate::cli::{backend_of, Backend, Provider};
+use crate::cli::{backend_of, Backend, Output, Provider};
 use crate::failure::{Failure, Verdict};
 use kubechaos_core::scenario;
 use kubechaos_engine::backend::BackendError;
 use kubechaos_engine::run::DEFAULT_SEED;
 
 /// `kubechaos list`: the scenarios in ./scenarios and the shipped ones, each with its summary.
-pub fn list() -> End {
-    let mut rows: Vec<(String, String)> = Vec::new();
+pub fn list(output: Output) -> End {
+    let mut rows: Vec<(String, String, String)> = Vec::new();
     for path in scenario::catalog() {
         let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
+        let file = path.display().to_string();
         rows.push(match scenario::load(&path) {
             Ok(s) => {
                 let summary = s
@@ -27,23 +28,31 @@ pub fn list() -> End {
                     .unwrap_or("")
                     .trim()
                     .to_owned();
-                (s.name, summary)
+                (s.name, summary, file)
             }
             Err(e) => {
                 let first = e.to_string().lines().next().unwrap_or("").to_owned();
-                (stem, format!("(invalid: {first})"))
+                (stem, format!("(invalid: {first})"), file)
             }
         });
     }
+    if output == Output::Json {
+        let rows: Vec<serde_json::Value> = rows
+            .into_iter()
+            .map(|(name, summary, file)| serde_json::json!({"name": name, "summary": summary, "file": file}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows).expect("JSON"));
+        return Ok(Verdict::Held);
+    }
     let width = rows
         .iter()
-        .map(|(n, _)| n.chars().count())
+        .map(|(n, ..)| n.chars().count())
         .max()
         .unwrap_or(0);
     if rows.is_empty() {
         eprintln!("kubechaos: no scenarios found in ./scenarios");
     }
-    for (name, summary) in rows {
+    for (name, summary, _) in rows {
         println!("{name:<width$}  {summary}");
     }
     std::io::stdout().flush().ok();
@@ -53,7 +62,12 @@ pub fn list() -> End {
 /// `kubechaos validate`: every problem of every file. With `--backend`, what that backend cannot
 /// do is a problem too; without, a file is valid when some backend can run it, and each line says
 /// which backends can.
-pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider) -> End {
+pub fn validate(
+    paths: &[PathBuf],
+    backend: Option<Backend>,
+    provider: Provider,
+    output: Output,
+) -> End {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -93,10 +107,27 @@ pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider)
         })
         .collect();
     let mut bad = 0;
+    // For `-o json`: each file, whether it is valid, where it runs, and its problems.
+    let mut found: Vec<serde_json::Value> = Vec::new();
+    let entry = |f: &PathBuf, name: Option<&str>, runs_on: &[&str], problems: Vec<String>| {
+        serde_json::json!({
+            "file": f.display().to_string(),
+            "name": name,
+            "valid": problems.is_empty(),
+            "runs_on": runs_on,
+            "problems": problems,
+        })
+    };
     for f in &files {
         let s = match scenario::load(f) {
             Ok(s) => s,
             Err(e) => {
+                found.push(entry(
+                    f,
+                    None,
+                    &[],
+                    e.to_string().lines().map(str::to_owned).collect(),
+                ));
                 Failure::Load(e).report();
                 bad += 1;
                 continue;
@@ -110,6 +141,17 @@ pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider)
             .map(|(b, _)| b.name())
             .collect();
         if runs_on.is_empty() {
+            let shown = s.source.path.display().to_string();
+            let problems = checked
+                .iter()
+                .flat_map(|(b, problems)| {
+                    let shown = &shown;
+                    problems
+                        .iter()
+                        .map(move |(pos, p)| format!("{shown}:{pos}: {p} ({} backend)", b.name()))
+                })
+                .collect();
+            found.push(entry(f, Some(&s.name), &[], problems));
             for (b, problems) in checked {
                 Failure::of_run(
                     &s.source.path,
@@ -121,6 +163,10 @@ pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider)
                 .report();
             }
             bad += 1;
+            continue;
+        }
+        found.push(entry(f, Some(&s.name), &runs_on, Vec::new()));
+        if output == Output::Json {
             continue;
         }
         println!(
@@ -137,6 +183,9 @@ pub fn validate(paths: &[PathBuf], backend: Option<Backend>, provider: Provider)
                 String::new()
             }
         );
+    }
+    if output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&found).expect("JSON"));
     }
     if bad > 0 {
         return Err(Failure::Input(format!(
