@@ -262,7 +262,8 @@ pub enum EventKind {
 /// simulation or the tasks of a real run.
 #[derive(Clone)]
 pub struct Recorder {
-    events: Arc<Mutex<Vec<Event>>>,
+    /// The events, and whether the run has ended (nothing is recorded after its end).
+    events: Arc<Mutex<(Vec<Event>, bool)>>,
     clock: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
@@ -281,12 +282,31 @@ impl Recorder {
         self.record_at(t, kind);
     }
 
-    /// Record an event at a given time.
+    /// Record an event at a given time (nothing, once the run has ended).
     pub fn record_at(&self, t_ms: u64, kind: EventKind) {
-        self.events
-            .lock()
-            .expect("recorder lock")
-            .push(Event { t_ms, kind });
+        let mut events = self.events.lock().expect("recorder lock");
+        if !events.1 {
+            events.0.push(Event { t_ms, kind });
+        }
+    }
+
+    /// End the timeline at `t_ms`: `run-interrupted` (if it was) and `run-ended` are its last
+    /// events. What was stamped later (a watch that reported while the run was being ended) and
+    /// whatever is recorded from now on (the world being stopped) is not part of the run.
+    pub fn end(&self, t_ms: u64, interrupted: bool) {
+        let mut events = self.events.lock().expect("recorder lock");
+        events.0.retain(|e| e.t_ms <= t_ms);
+        if interrupted {
+            events.0.push(Event {
+                t_ms,
+                kind: EventKind::RunInterrupted {},
+            });
+        }
+        events.0.push(Event {
+            t_ms,
+            kind: EventKind::RunEnded {},
+        });
+        events.1 = true;
     }
 
     /// Milliseconds since the start of the run, on the recorder's clock.
@@ -296,7 +316,7 @@ impl Recorder {
 
     /// Every event so far, in time order (stable for events at the same time).
     pub fn snapshot(&self) -> Vec<Event> {
-        let mut events = self.events.lock().expect("recorder lock").clone();
+        let mut events = self.events.lock().expect("recorder lock").0.clone();
         events.sort_by_key(|e| e.t_ms);
         events
     }
@@ -373,6 +393,35 @@ pub fn fmt_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The timeline ends with `run-ended`: what a watch stamped after the end, or records while
+    /// the world is being stopped, is not part of it (found by CI: node observations after an
+    /// interrupted run's `run-ended`).
+    #[test]
+    fn nothing_follows_the_end_of_a_run() {
+        let r = Recorder::new(|| 0);
+        let node = |t_ms| Event {
+            t_ms,
+            kind: EventKind::NodeObserved {
+                node: "node-0".into(),
+                ready: true,
+                tainted: false,
+            },
+        };
+        r.record_at(5, node(5).kind);
+        r.record_at(12, node(12).kind);
+        r.end(10, true);
+        r.record_at(11, node(11).kind);
+        let kinds: Vec<EventKind> = r.snapshot().into_iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                node(5).kind,
+                EventKind::RunInterrupted {},
+                EventKind::RunEnded {}
+            ]
+        );
+    }
 
     /// A `leading-stopped` report without a `reason` is a report (the reason is optional): a
     /// stop dropped for want of one made a program that had stopped leading look like a second

@@ -234,10 +234,7 @@ pub(crate) fn play<B: Backend>(
     };
     let end_ms = end.as_millis() as u64;
     let interrupted = world.clock().interrupted();
-    if interrupted {
-        recorder.record_at(end_ms, EventKind::RunInterrupted {});
-    }
-    recorder.record_at(end_ms, EventKind::RunEnded {});
+    recorder.end(end_ms, interrupted);
     let restored = backend.finish(world, end, progress)?;
     if interrupted {
         return Err(BackendError::Interrupted {
