@@ -194,18 +194,7 @@ fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
 
     // A component that ends by itself (upstream's exit when they lose their Lease) is started
     // again after the kubelet's back-off, as a kubelet restarts a static pod's container.
-    let scheduler_pid = |dir: &Path| {
-        let needle = dir.to_string_lossy().into_owned();
-        std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-            let pid: i32 = e.file_name().to_string_lossy().parse().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (cmdline.split(' ').next()?.ends_with("/kube-scheduler")
-                && cmdline.contains(&needle)
-                && cmdline.contains("kube-scheduler-0"))
-            .then_some(pid)
-        })
-    };
+    let scheduler_pid = |dir: &Path| pid_of(dir, "kube-scheduler", "kube-scheduler-0");
     let before = scheduler_pid(&dir).expect("kube-scheduler-0 runs");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(before),
@@ -500,23 +489,19 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
     );
 }
 
-/// The pid of the kube-apiserver of the control plane in `dir`.
-fn api_server_pid(dir: &Path) -> u32 {
+/// The pid of the process of the control plane in `dir` that runs `program` (its path ends so)
+/// and whose command line also mentions `also`.
+fn pid_of(dir: &Path, program: &str, also: &str) -> Option<i32> {
     let needle = dir.to_string_lossy().into_owned();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
+    std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_string_lossy().parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let program = cmdline.split(' ').next().unwrap_or("");
-        if program.ends_with("/kube-apiserver") && cmdline.contains(&needle) {
-            return pid;
-        }
-    }
-    panic!("no kube-apiserver of {needle} runs");
+        (cmdline.split(' ').next()?.ends_with(&format!("/{program}"))
+            && cmdline.contains(&needle)
+            && cmdline.contains(also))
+        .then_some(pid)
+    })
 }
 
 /// Play the client-go fixture in `mode` as a Deployment of one replica, installed in an existing
@@ -542,7 +527,7 @@ fn client_go_through_an_outage_on_kube(mode: &str) -> (i32, String, String) {
     );
     let work = tempfile::tempdir().unwrap();
     let bin = common::build_client_go_agent(work.path());
-    let pid = api_server_pid(&dir);
+    let pid = pid_of(&dir, "kube-apiserver", "").expect("its kube-apiserver runs");
     let (docker, log) = common::docker_stand_in(
         work.path(),
         &format!("case \"$*\" in\n  *'mv /etc/kubernetes/manifests/kube-apiserver.yaml'*) kill -STOP {pid} ;;\n  *'kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests'*) kill -CONT {pid} ;;\nesac"),
@@ -1153,17 +1138,7 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
     }
     let bin = dir.join("stand-in");
     std::fs::create_dir_all(&bin).unwrap();
-    let log = dir.join("docker.log");
-    std::fs::write(
-        bin.join("docker"),
-        format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n", log.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        bin.join("docker"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let (_, log) = common::docker_stand_in(&bin, "");
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let out = kubechaos()
         .env("PATH", path)

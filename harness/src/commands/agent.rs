@@ -4,21 +4,12 @@ use std::time::Duration;
 
 use super::{runtime, End};
 use crate::cli::AgentArgs;
-use crate::failure::{Failure, Verdict};
+use crate::failure::Verdict;
 use kubechaos_core::scenario::AgentMode;
 
 /// `kubechaos agent`: compete for a Lease until killed, reporting leadership as JSON lines.
 pub fn agent(args: &AgentArgs) -> End {
-    let Some((namespace, name)) = args
-        .lease
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
-    else {
-        return Err(Failure::Input(format!(
-            "kubechaos agent: --lease {}: expected NAMESPACE/NAME, for example default/agent-lock",
-            args.lease
-        )));
-    };
+    let (namespace, name) = super::lease_arg("agent", &args.lease, "default/agent-lock")?;
     let mode = match args.mode.as_str() {
         "give-up" => AgentMode::GiveUp,
         "stuck-on-stop" => AgentMode::StuckOnStop,

@@ -97,16 +97,8 @@ expect:
 
 /// `kubechaos init`.
 pub fn init(args: &InitArgs) -> End {
-    let Some((namespace, lease_name)) = args
-        .lease
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
-    else {
-        return Err(Failure::Input(format!(
-            "kubechaos init: --lease {}: expected NAMESPACE/NAME of the Lease your software competes for, for example my-operator/my-operator-lock",
-            args.lease
-        )));
-    };
+    let (namespace, lease_name) =
+        super::lease_arg("init", &args.lease, "my-operator/my-operator-lock")?;
     let name = dns_name(args.name.as_deref().unwrap_or(lease_name));
     if name.is_empty() {
         return Err(Failure::Input(format!(

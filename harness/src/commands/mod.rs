@@ -93,6 +93,22 @@ fn check_writable(path: &Path, what: &'static str) -> Result<(), Failure> {
     }
 }
 
+/// `--lease NAMESPACE/NAME` of `command`, as (namespace, name), or what was expected.
+fn lease_arg<'a>(
+    command: &str,
+    lease: &'a str,
+    example: &str,
+) -> Result<(&'a str, &'a str), Failure> {
+    lease
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| {
+            Failure::Input(format!(
+                "kubechaos {command}: --lease {lease}: expected NAMESPACE/NAME, for example {example}"
+            ))
+        })
+}
+
 /// A single-threaded Tokio runtime (children started from it get a parent-death signal tied to
 /// this thread).
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
