@@ -78,7 +78,7 @@ pub(crate) enum Command {
     /// Play every scenario of a directory (or the files given), one after the other, and write
     /// one report for all of them.
     #[command(
-        after_help = "Examples:\n  kubechaos suite                                   every file in ./scenarios, on the sim\n  kubechaos suite scenarios/ --junit junit.xml --json summary.json --events-dir events/\n  kubechaos suite scenarios/ --report-dir reports/                  a page per scenario\n  kubechaos suite scenarios/api-restart.yaml scenarios/delete-both.yaml --backend local\n\nEvery file is validated (and checked against the backend) before anything runs: a problem in\nany of them is exit 2 and nothing runs. Then each scenario plays in turn; one that cannot run\n(its cluster did not start) is reported and the suite goes on.\nExit codes: 0 every invariant of every scenario held, 1 some invariant was violated, 2 bad\ninput, 3 some scenario could not run (or the suite was interrupted)."
+        after_help = "Examples:\n  kubechaos suite                                   every file in ./scenarios, on the sim\n  kubechaos suite scenarios/ --junit junit.xml --json summary.json --events-dir events/\n  kubechaos suite scenarios/ --report-dir reports/                  a page per scenario\n  kubechaos suite chaos/ --markdown \"$GITHUB_STEP_SUMMARY\"          the verdicts as a table\n  kubechaos suite scenarios/api-restart.yaml scenarios/delete-both.yaml --backend local\n\nEvery file is validated (and checked against the backend) before anything runs: a problem in\nany of them is exit 2 and nothing runs. Then each scenario plays in turn; one that cannot run\n(its cluster did not start) is reported and the suite goes on.\nExit codes: 0 every invariant of every scenario held, 1 some invariant was violated, 2 bad\ninput, 3 some scenario could not run (or the suite was interrupted)."
     )]
     Suite(SuiteArgs),
     /// Generate fault schedules against a topology on the sim, run them, and shrink each
@@ -125,7 +125,7 @@ pub(crate) enum Command {
     /// Set up a chaos directory in your own repository: a first scenario for your Lease on the
     /// sim, one for your software in your cluster, and the schema editors use.
     #[command(
-        after_help = "Examples:\n  kubechaos init --lease my-operator/my-operator-lock\n  kubechaos init --lease kube-system/cert-manager-controller --namespace cert-manager --selector app.kubernetes.io/name=cert-manager\n  kubechaos init --dir test/chaos --lease ops/op-lock --force\n\nWrites DIR/NAME-api-outage.yaml (the sim and local play it), DIR/cluster/NAME.yaml (a pod agent:\nyour pods in your cluster, --backend kube) and DIR/scenario.schema.json. Running it again changes\nnothing; a file that differs is not overwritten without --force (exit 2, nothing written).\nThen: kubechaos suite DIR"
+        after_help = "Examples:\n  kubechaos init --lease my-operator/my-operator-lock\n  kubechaos init --lease kube-system/cert-manager-controller --namespace cert-manager --selector app.kubernetes.io/name=cert-manager\n  kubechaos init --dir test/chaos --lease ops/op-lock --force\n  kubechaos init --lease ops/op-lock --ci github             and the nightly workflow\n\nWrites DIR/NAME-api-outage.yaml (the sim and local play it), DIR/cluster/NAME.yaml (a pod agent:\nyour pods in your cluster, --backend kube) and DIR/scenario.schema.json; with --ci github,\n.github/workflows/kubechaos.yml; with --ci gitlab, .gitlab/kubechaos.gitlab-ci.yml (and a\n.gitlab-ci.yml including it, if there is none). Run it at your repository's root. Running it\nagain changes nothing; a file that differs is not overwritten without --force (exit 2, nothing\nwritten).\nThen: kubechaos suite DIR"
     )]
     Init(InitArgs),
     /// Print the shell completion script for kubechaos.
@@ -373,6 +373,15 @@ pub(crate) enum Output {
     Json,
 }
 
+/// A CI system `kubechaos init --ci` writes a pipeline for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CiSystem {
+    /// GitHub Actions: .github/workflows/kubechaos.yml, using kubechaos's action.
+    Github,
+    /// GitLab CI: .gitlab/kubechaos.gitlab-ci.yml, including kubechaos's template.
+    Gitlab,
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct InitArgs {
     /// The Lease your software competes for, NAMESPACE/NAME.
@@ -390,6 +399,10 @@ pub(crate) struct InitArgs {
     /// The label selector of your software's pods (default: app=NAME).
     #[arg(short = 'l', long, value_name = "LABELS")]
     pub(crate) selector: Option<String>,
+    /// Also write the nightly pipeline for your repository (paths from the current directory,
+    /// your repository's root): one job plays DIR on the sim, one your software in a kind cluster.
+    #[arg(long, value_enum, value_name = "SYSTEM")]
+    pub(crate) ci: Option<CiSystem>,
     /// Overwrite files that differ from what init writes.
     #[arg(long)]
     pub(crate) force: bool,
@@ -472,6 +485,33 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, SyntaxError> {
     scenario::duration::parse(s)
 }
 
+/// The verdicts as files for CI and scripts (`scenario` and `suite` alike).
+#[derive(Debug, clap::Args)]
+pub(crate) struct SummaryArgs {
+    /// Write a JUnit XML report: one testsuite per scenario, one testcase per invariant.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Write a JSON summary of every scenario and invariant (each verdict and its message, the
+    /// exit code); `-`: on standard output, everything else on standard error.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Write the verdicts as a Markdown table, for a CI job's summary page
+    /// (`--markdown "$GITHUB_STEP_SUMMARY"`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) markdown: Option<PathBuf>,
+}
+
+impl SummaryArgs {
+    /// Each file asked for, with what it is.
+    pub(crate) fn files(&self) -> [(Option<&std::path::Path>, &'static str); 3] {
+        [
+            (self.junit.as_deref(), "JUnit report"),
+            (self.json.as_deref(), "JSON summary"),
+            (self.markdown.as_deref(), "Markdown summary"),
+        ]
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct ScenarioArgs {
     /// A scenario name (found as scenarios/NAME.yaml) or a path to a file.
@@ -486,12 +526,8 @@ pub(crate) struct ScenarioArgs {
     /// Write the observed timeline as JSON lines.
     #[arg(long, value_name = "FILE")]
     pub(crate) events: Option<PathBuf>,
-    /// Write a JUnit XML report (one testcase per invariant).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) junit: Option<PathBuf>,
-    /// Write a JSON summary (each invariant's verdict and message, the exit code).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) json: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) summaries: SummaryArgs,
     /// Write the HTML report: one self-contained page with the run's timeline (faults, lease
     /// holders, processes, nodes, probe pods, each invariant's window and verdict).
     #[arg(long, value_name = "FILE")]
@@ -561,12 +597,8 @@ pub(crate) struct SuiteArgs {
     /// Seed of every simulated run.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub(crate) seed: u64,
-    /// Write a JUnit XML report: one testsuite per scenario, one testcase per invariant.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) junit: Option<PathBuf>,
-    /// Write a JSON summary of every scenario and invariant.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) json: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) summaries: SummaryArgs,
     /// Write each scenario's observed timeline to DIR/NAME.jsonl (the reports name them).
     #[arg(long, value_name = "DIR")]
     pub(crate) events_dir: Option<PathBuf>,

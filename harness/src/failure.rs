@@ -122,6 +122,7 @@ impl Failure {
             Failure::Kube(e) => match e {
                 KubeError::NotDisposable { .. }
                 | KubeError::NoContext
+                | KubeError::NotInAPod
                 | KubeError::Kubeconfig { .. }
                 | KubeError::NoTestcontainers => exit::BAD_INPUT,
                 KubeError::Client(_)

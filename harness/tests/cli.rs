@@ -406,9 +406,10 @@ fn a_suite_plays_every_file_and_writes_one_report() {
     ] {
         std::fs::copy(repo().join(from), files.join(to)).unwrap();
     }
-    let (junit, json, events, reports) = (
+    let (junit, json, markdown, events, reports) = (
         dir.path().join("junit.xml"),
         dir.path().join("summary.json"),
+        dir.path().join("summary.md"),
         dir.path().join("events"),
         dir.path().join("html"),
     );
@@ -419,6 +420,8 @@ fn a_suite_plays_every_file_and_writes_one_report() {
         .arg(&junit)
         .arg("--json")
         .arg(&json)
+        .arg("--markdown")
+        .arg(&markdown)
         .arg("--events-dir")
         .arg(&events)
         .arg("--report-dir")
@@ -430,6 +433,26 @@ fn a_suite_plays_every_file_and_writes_one_report() {
         .stdout(predicate::str::contains(
             "suite: 2 scenario(s): 1 held, 1 violated, 0 could not run",
         ));
+    // The Markdown table: the counts, then one row per invariant, the violated one marked.
+    let table = std::fs::read_to_string(markdown).unwrap();
+    assert!(
+        table.starts_with(
+            "### kubechaos: 2 scenario(s) on sim, seed 1: 1 held, 1 violated, 0 could not run\n"
+        ),
+        "{table}"
+    );
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+    assert!(rows
+        .iter()
+        .any(|r| r.starts_with("| **FAIL** | never-schedulable | schedulable |")));
+    assert!(rows
+        .iter()
+        .any(|r| r.starts_with("| PASS | controller-manager-crash | leader-reacquired ")));
+    assert!(
+        rows.iter().all(|r| r.matches(" | ").count() == 3),
+        "{table}"
+    );
+    assert!(table.contains("never-schedulable.html"), "{table}");
     let xml = std::fs::read_to_string(junit).unwrap();
     assert_eq!(xml.matches("<testsuite ").count(), 2, "{xml}");
     assert!(xml.contains("controller-manager-crash (sim)"), "{xml}");
@@ -701,60 +724,139 @@ fn k3s_in_a_container_needs_the_testcontainers_feature() {
         ));
 }
 
-/// The nightly pipelines in ci/ run the suite on every backend and keep its reports; the
-/// scenarios they play on existing clusters are valid for the kube backend. (actionlint checks
-/// the GitHub workflow in ci/test; GitLab's linter cannot run here.)
+/// The CI kubechaos ships: the GitLab template's jobs and the action run the suite and keep every
+/// report; kubechaos's own nightly pipelines use them on every backend, and what each existing-
+/// cluster job plays is valid for its provider. (The linters of each system run in ci/test:
+/// ci/lint-pipelines.)
 #[test]
 fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
-    let gitlab: serde_json::Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(repo().join("ci/gitlab/kubechaos-nightly.gitlab-ci.yml")).unwrap(),
-    )
-    .unwrap();
-    let suite = &gitlab[".suite"];
+    let read = |f: &str| std::fs::read_to_string(repo().join(f)).unwrap();
+    let yaml = |f: &str| -> serde_json::Value { serde_saphyr::from_str(&read(f)).unwrap() };
+    let template = yaml("ci/gitlab/kubechaos.gitlab-ci.yml");
+    let suite = &template[".kubechaos"];
     let script = suite["script"].to_string();
-    assert!(
-        script.contains("suite $SCENARIOS $ARGS --junit reports/junit.xml"),
-        "{script}"
-    );
-    // Each scenario's HTML report is kept with the other reports.
-    assert!(script.contains("--report-dir reports/html"), "{script}");
-    assert_eq!(suite["artifacts"]["paths"][0], "reports/");
-    assert_eq!(suite["artifacts"]["reports"]["junit"], "reports/junit.xml");
-    assert_eq!(suite["artifacts"]["when"], "always");
-    for (job, backend) in [
-        ("kubechaos:sim", "--backend sim"),
-        ("kubechaos:local", "--backend local"),
-        ("kubechaos:kind", "--context kind-chaos"),
-        ("kubechaos:k3s", "--context k3d-chaos"),
+    for part in [
+        "kubechaos suite $KUBECHAOS_SCENARIOS --backend \\\"$KUBECHAOS_BACKEND\\\" $KUBECHAOS_ARGS",
+        "--junit \\\"kubechaos-reports/junit.xml\\\"",
+        "--json \\\"kubechaos-reports/summary.json\\\"",
+        "--markdown \\\"kubechaos-reports/summary.md\\\"",
+        // Each scenario's HTML report is kept with the other reports.
+        "--report-dir \\\"kubechaos-reports/html\\\"",
     ] {
-        let j = &gitlab[job];
-        assert!(j["extends"].is_string(), "{job} extends the suite job");
-        let args = j["variables"]["ARGS"].as_str().unwrap_or("--backend sim");
-        assert!(args.contains(backend), "{job}: {args}");
+        assert!(script.contains(part), "{part}: {script}");
     }
+    assert_eq!(suite["artifacts"]["paths"][0], "kubechaos-reports/");
+    assert_eq!(
+        suite["artifacts"]["reports"]["junit"],
+        "kubechaos-reports/junit.xml"
+    );
+    assert_eq!(suite["artifacts"]["when"], "always");
+    // The local job installs, builds the control plane and plays, in that order.
+    let local = template[".kubechaos-local"]["script"].to_string();
+    let at = |s: &str| local.find(s).unwrap_or_else(|| panic!("{s}: {local}"));
+    assert!(at("cargo install") < at("kubechaos cluster build"));
+    assert!(at("kubechaos cluster build") < at("kubechaos suite"));
     // The defects a user met, kept out: dind reached on 2375 needs TLS off; no failure hidden
     // by `|| true`; kind and k3d pinned releases, not a main branch or `latest`; Go from the Go
     // image (Debian's is too old for the pins), and the privileged runner said.
-    let kube = &gitlab[".kube"]["variables"];
+    let kube = &template[".kubechaos-kind"]["variables"];
     assert_eq!(kube["DOCKER_HOST"], "tcp://docker:2375");
     assert_eq!(kube["DOCKER_TLS_CERTDIR"], "");
     assert!(kube["KIND_VERSION"].as_str().unwrap().starts_with("v0."));
-    assert!(kube["K3D_VERSION"].as_str().unwrap().starts_with("v5."));
-    let text =
-        std::fs::read_to_string(repo().join("ci/gitlab/kubechaos-nightly.gitlab-ci.yml")).unwrap();
-    for bad in ["|| true", "dl/latest", "/main/install.sh", "golang-go"] {
-        assert!(!text.contains(bad), "{bad}");
+    assert!(template[".kubechaos-k3d"]["variables"]["K3D_VERSION"]
+        .as_str()
+        .unwrap()
+        .starts_with("v5."));
+    for file in [
+        "ci/gitlab/kubechaos.gitlab-ci.yml",
+        "ci/gitlab/kubechaos-nightly.gitlab-ci.yml",
+    ] {
+        let text = read(file);
+        for bad in ["|| true", "dl/latest", "/main/install.sh", "golang-go"] {
+            assert!(!text.contains(bad), "{file}: {bad}");
+        }
     }
-    assert!(gitlab["kubechaos:local"]["image"]
+    assert!(template[".kubechaos-local"]["image"]
         .as_str()
         .unwrap()
         .starts_with("golang:1.26"));
-    assert!(gitlab["kubechaos:local"]["before_script"][0]
+    assert!(template[".kubechaos-local"]["before_script"][0]
         .as_str()
         .unwrap()
         .contains("needs a privileged runner"));
-    for file in ["ci/github/nightly.yml", "ci/github/explore.yml"] {
-        let text = std::fs::read_to_string(repo().join(file)).unwrap();
+    // The template installs the version kubechaos is.
+    assert_eq!(
+        template[".kubechaos"]["variables"]["KUBECHAOS_VERSION"],
+        format!("v{}", env!("CARGO_PKG_VERSION"))
+    );
+
+    // kubechaos's own GitLab nightly: each backend's job extends the template's, installing from
+    // this checkout.
+    let gitlab = yaml("ci/gitlab/kubechaos-nightly.gitlab-ci.yml");
+    assert_eq!(
+        gitlab["include"][0]["local"],
+        "ci/gitlab/kubechaos.gitlab-ci.yml"
+    );
+    assert_eq!(
+        gitlab[".nightly"]["variables"]["KUBECHAOS_SOURCE"],
+        "$CI_PROJECT_DIR"
+    );
+    for (job, base) in [
+        ("kubechaos:sim", ".kubechaos"),
+        ("kubechaos:local", ".kubechaos-local"),
+        ("kubechaos:kind", ".kubechaos-kind"),
+        ("kubechaos:k3s", ".kubechaos-k3d"),
+    ] {
+        assert_eq!(gitlab[job]["extends"][0], base, "{job}");
+        assert!(template[base].is_object(), "{base} is in the template");
+    }
+    assert_eq!(
+        gitlab["kubechaos:kind"]["variables"]["KUBECHAOS_SCENARIOS"],
+        "scenarios-kube/ scenarios-kind/",
+        "the kind job plays both"
+    );
+
+    // The action: installs, runs the suite with every report, shows the verdicts in the job
+    // summary, uploads them even when the suite failed, then fails with its exit code.
+    let action = yaml("action.yml");
+    let steps = action["runs"]["steps"].as_array().unwrap();
+    let run_of = |name: &str| {
+        steps
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no step {name}"))
+    };
+    let suite = run_of("Run the suite")["run"].as_str().unwrap();
+    for part in [
+        "kubechaos suite $SCENARIOS",
+        "--junit \"$REPORTS/junit.xml\"",
+        "--markdown \"$REPORTS/summary.md\"",
+        "--report-dir \"$REPORTS/html\"",
+        "GITHUB_STEP_SUMMARY",
+    ] {
+        assert!(suite.contains(part), "{part}: {suite}");
+    }
+    assert!(run_of("Upload the reports")["if"]
+        .as_str()
+        .unwrap()
+        .contains("always()"));
+    assert!(run_of("The verdict")["run"]
+        .as_str()
+        .unwrap()
+        .contains("exit \"$CODE\""));
+    assert!(
+        run_of("Install kubechaos")["run"]
+            .as_str()
+            .unwrap()
+            .contains("cargo install --locked --path \"$GITHUB_ACTION_PATH/harness\""),
+        "the action installs the kubechaos it is part of"
+    );
+    for file in [
+        "action.yml",
+        "ci/github/nightly.yml",
+        "ci/github/explore.yml",
+    ] {
+        let text = read(file);
         for old in [
             "actions/checkout@v4",
             "actions/cache@v4",
@@ -766,18 +868,22 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
             assert!(!text.contains(old), "{file}: {old}");
         }
     }
-    let github: serde_json::Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(repo().join("ci/github/nightly.yml")).unwrap(),
-    )
-    .unwrap();
-    let matrix = github["jobs"]["suite"]["strategy"]["matrix"]["include"]
-        .as_array()
-        .unwrap();
+
+    // kubechaos's own GitHub nightly: every backend, through the action.
+    let github = yaml("ci/github/nightly.yml");
+    let job = &github["jobs"]["suite"];
+    let matrix = job["strategy"]["matrix"]["include"].as_array().unwrap();
     let backends: Vec<&str> = matrix
         .iter()
         .map(|m| m["backend"].as_str().unwrap())
         .collect();
     assert_eq!(backends, ["sim", "local", "kind", "k3s"]);
+    assert!(job["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["uses"] == "./"));
+    assert_eq!(matrix[2]["scenarios"], "scenarios-kube/ scenarios-kind/");
     // What each existing-cluster job plays is valid for its provider.
     for (dirs, provider) in [
         (&["scenarios-kube/"][..], "k3s"),
@@ -801,15 +907,6 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
         ])
         .assert()
         .code(2);
-    let workflow = std::fs::read_to_string(repo().join("ci/github/nightly.yml")).unwrap();
-    assert!(
-        workflow.contains("scenarios: scenarios-kube/ scenarios-kind/"),
-        "the kind job plays both"
-    );
-    assert!(
-        workflow.contains("--report-dir reports/html") && workflow.contains("path: reports/"),
-        "the HTML reports are uploaded with the others"
-    );
 }
 
 /// A suite checks every file first: one bad file, and nothing runs.
@@ -1414,4 +1511,153 @@ fn init_sets_up_a_chaos_directory_that_the_sim_passes() {
     forced.push("--force");
     assert_eq!(at(&forced).status.code(), Some(0));
     assert_eq!(read(), written);
+}
+
+/// `kubechaos init --ci github|gitlab` writes the nightly pipeline that plays the chaos
+/// directory: GitHub, a workflow using kubechaos's action at this version; GitLab, jobs that
+/// extend the template kubechaos ships, included from a .gitlab-ci.yml init writes only where
+/// there is none. Twice changes nothing. (ci/lint-pipelines runs actionlint and GitLab's schema on
+/// what it writes.)
+#[test]
+fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let at = |args: &[&str]| {
+        let out = kubechaos()
+            .current_dir(repo_dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let yaml = |f: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&std::fs::read_to_string(repo_dir.path().join(f)).unwrap()).unwrap()
+    };
+    let published = format!(
+        "{}@v{}",
+        env!("CARGO_PKG_REPOSITORY").trim_start_matches("https://github.com/"),
+        env!("CARGO_PKG_VERSION")
+    );
+
+    at(&[
+        "init",
+        "--lease",
+        "ops/op-lock",
+        "--dir",
+        "test/chaos",
+        "--ci",
+        "github",
+    ]);
+    let workflow = yaml(".github/workflows/kubechaos.yml");
+    let uses: Vec<&serde_json::Value> = ["sim", "cluster"]
+        .iter()
+        .map(|job| {
+            workflow["jobs"][job]["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rfind(|s| s["uses"] == published.as_str())
+                .unwrap_or_else(|| panic!("{job} uses {published}"))
+        })
+        .collect();
+    assert_eq!(uses[0]["with"]["scenarios"], "test/chaos/");
+    assert_eq!(uses[0]["with"]["backend"], "sim");
+    assert_eq!(uses[1]["with"]["scenarios"], "test/chaos/cluster/");
+    assert_eq!(uses[1]["with"]["backend"], "kube");
+    assert_eq!(uses[1]["with"]["context"], "kind-chaos");
+    // Every input given is one the action declares.
+    let action: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo().join("action.yml")).unwrap())
+            .unwrap();
+    for u in &uses {
+        for (input, _) in u["with"].as_object().unwrap() {
+            assert!(action["inputs"][input].is_object(), "{input}");
+        }
+    }
+
+    // GitLab: no .gitlab-ci.yml yet, so init writes one that includes its pipeline.
+    let out = at(&[
+        "init",
+        "--lease",
+        "ops/op-lock",
+        "--dir",
+        "test/chaos",
+        "--ci",
+        "gitlab",
+    ]);
+    assert!(out.contains("written     .gitlab-ci.yml"), "{out}");
+    assert_eq!(
+        yaml(".gitlab-ci.yml")["include"][0]["local"],
+        ".gitlab/kubechaos.gitlab-ci.yml"
+    );
+    let pipeline = yaml(".gitlab/kubechaos.gitlab-ci.yml");
+    let remote = pipeline["include"][0]["remote"].as_str().unwrap();
+    assert!(
+        remote.ends_with(&format!(
+            "/v{}/ci/gitlab/kubechaos.gitlab-ci.yml",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{remote}"
+    );
+    let template: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("ci/gitlab/kubechaos.gitlab-ci.yml")).unwrap(),
+    )
+    .unwrap();
+    for (job, scenarios) in [
+        ("kubechaos:sim", "test/chaos/"),
+        ("kubechaos:kind", "test/chaos/cluster/"),
+    ] {
+        assert_eq!(pipeline[job]["variables"]["KUBECHAOS_SCENARIOS"], scenarios);
+        for base in pipeline[job]["extends"].as_array().unwrap() {
+            let base = base.as_str().unwrap();
+            assert!(
+                template[base].is_object() || pipeline[base].is_object(),
+                "{job} extends {base}, which neither file has"
+            );
+        }
+    }
+
+    // Twice: nothing changes.
+    for ci in ["github", "gitlab"] {
+        let again = at(&[
+            "init",
+            "--lease",
+            "ops/op-lock",
+            "--dir",
+            "test/chaos",
+            "--ci",
+            ci,
+        ]);
+        assert!(
+            again.contains("unchanged   .g")
+                && !again
+                    .lines()
+                    .any(|l| l.starts_with("written") || l.starts_with("overwritten")),
+            "{again}"
+        );
+    }
+
+    // A .gitlab-ci.yml of the user's own is left as it is; init says what to add.
+    let root = repo_dir.path().join(".gitlab-ci.yml");
+    std::fs::write(&root, "stages: [build]\n").unwrap();
+    let out = at(&[
+        "init",
+        "--lease",
+        "ops/op-lock",
+        "--dir",
+        "test/chaos",
+        "--ci",
+        "gitlab",
+    ]);
+    assert_eq!(std::fs::read_to_string(&root).unwrap(), "stages: [build]\n");
+    assert!(out.contains("add to it"), "{out}");
+    assert!(
+        out.contains("- local: .gitlab/kubechaos.gitlab-ci.yml"),
+        "{out}"
+    );
 }

@@ -47,6 +47,75 @@ pub enum ClientError {
     /// The configuration could not make a client.
     #[error("cannot build a client")]
     Build(#[source] kube::Error),
+    /// `--context in-cluster`, and the pod's service account cannot be used.
+    #[error("cannot use this pod's service account (--context {IN_CLUSTER})")]
+    InCluster(#[source] kube::config::InClusterError),
+}
+
+/// The context name that stands for the pod kubechaos runs in: its service account, as
+/// client-go's in-cluster configuration. It is a context like any other to the safety guard,
+/// which never takes it as disposable (`--allow-context in-cluster`).
+pub const IN_CLUSTER: &str = "in-cluster";
+
+/// Where a pod's service account token, CA and namespace are mounted.
+const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// Whether this process runs in a pod: the API server's address in its environment and a service
+/// account token mounted (what client-go's `InClusterConfig` needs).
+pub fn in_a_pod() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        && std::env::var_os("KUBERNETES_SERVICE_PORT").is_some()
+        && Path::new(SERVICE_ACCOUNT).join("token").is_file()
+}
+
+/// The kubeconfig the pod's service account amounts to, with one context, [`IN_CLUSTER`]: the
+/// API server from `KUBERNETES_SERVICE_HOST`/`PORT`, the mounted CA and token file (read again
+/// when it rotates), the pod's namespace. `None` outside a pod. What needs a kubeconfig (the
+/// agents' own, through their proxies) is made from it as from any other.
+pub fn in_cluster_kubeconfig() -> Option<Kubeconfig> {
+    if !in_a_pod() {
+        return None;
+    }
+    let host = std::env::var("KUBERNETES_SERVICE_HOST").ok()?;
+    let port = std::env::var("KUBERNETES_SERVICE_PORT").ok()?;
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let namespace = std::fs::read_to_string(Path::new(SERVICE_ACCOUNT).join("namespace"))
+        .ok()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty());
+    serde_json::from_value(serde_json::json!({
+        "clusters": [{"name": IN_CLUSTER, "cluster": {
+            "server": format!("https://{host}:{port}"),
+            "certificate-authority": format!("{SERVICE_ACCOUNT}/ca.crt"),
+        }}],
+        "users": [{"name": IN_CLUSTER, "user": {"tokenFile": format!("{SERVICE_ACCOUNT}/token")}}],
+        "contexts": [{"name": IN_CLUSTER, "context": {
+            "cluster": IN_CLUSTER, "user": IN_CLUSTER, "namespace": namespace,
+        }}],
+        "current-context": IN_CLUSTER,
+    }))
+    .ok()
+}
+
+/// A kubeconfig as kubectl reads it (`path`, else `$KUBECONFIG`, else `~/.kube/config`), or the
+/// pod's own for context [`IN_CLUSTER`] when no file is named.
+pub fn read_kubeconfig(
+    path: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Kubeconfig, KubeconfigError> {
+    if path.is_none() && context == Some(IN_CLUSTER) {
+        if let Some(kc) = in_cluster_kubeconfig() {
+            return Ok(kc);
+        }
+    }
+    match path {
+        Some(p) => Kubeconfig::read_from(p),
+        None => Kubeconfig::read(),
+    }
 }
 
 /// A client from a kubeconfig file (or the default places), for a context (or the current
@@ -61,6 +130,9 @@ pub async fn client(
         ..KubeConfigOptions::default()
     };
     let mut config = match kubeconfig {
+        None if context == Some(IN_CLUSTER) => {
+            kube::Config::incluster().map_err(ClientError::InCluster)?
+        }
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|source| ClientError::Read {
                 path: path.to_owned(),

@@ -1,13 +1,14 @@
 //! `kubechaos init`: a chaos directory of their own in a user's repository: a first scenario for
 //! their Lease that the sim plays (`chaos/NAME-api-outage.yaml`), one for their software as it
 //! runs in their cluster (`chaos/cluster/NAME.yaml`, a pod agent, for `--backend kube`), and the
-//! JSON Schema the files' first line points editors at. Running it again changes nothing; a file
-//! that differs is never overwritten without `--force`.
+//! JSON Schema the files' first line points editors at; with `--ci`, the nightly pipeline that plays
+//! them (GitHub: a workflow using kubechaos's action; GitLab: jobs extending kubechaos's template).
+//! Running it again changes nothing; a file that differs is never overwritten without `--force`.
 
 use std::path::{Path, PathBuf};
 
 use super::End;
-use crate::cli::InitArgs;
+use crate::cli::{CiSystem, InitArgs};
 use crate::failure::{Failure, Verdict};
 
 /// A name made of what a scenario name may hold (lower-case letters, digits, `-`).
@@ -95,6 +96,134 @@ expect:
     ]
 }
 
+/// What the pipelines need to know of the scenarios.
+struct Pipeline<'a> {
+    /// The chaos directory, as given (`chaos`).
+    dir: &'a str,
+    /// The agent's name.
+    name: &'a str,
+    /// The pods' namespace and selector (said in the deploy step's comment).
+    namespace: &'a str,
+    selector: &'a str,
+}
+
+/// kubechaos's repository (`owner/name`) and the tag of this version: where the action and the
+/// GitLab template the pipelines use are published.
+fn published() -> (String, String) {
+    let repo = env!("CARGO_PKG_REPOSITORY")
+        .trim_end_matches('/')
+        .trim_start_matches("https://github.com/")
+        .to_owned();
+    (repo, format!("v{}", env!("CARGO_PKG_VERSION")))
+}
+
+/// The nightly pipeline's files for a CI system: (path from the repository's root, content).
+fn pipeline(ci: CiSystem, p: &Pipeline<'_>) -> Vec<(PathBuf, String)> {
+    let (repo, tag) = published();
+    let Pipeline {
+        dir,
+        name,
+        namespace,
+        selector,
+    } = p;
+    let version = env!("CARGO_PKG_VERSION");
+    match ci {
+        CiSystem::Github => vec![(
+            PathBuf::from(".github/workflows/kubechaos.yml"),
+            format!(
+                "# kubechaos every night, written by `kubechaos init --ci github` (kubechaos {version}).
+# The first job plays {dir}/ on the simulated cluster (seconds, any runner); the second creates a
+# kind cluster, deploys {name} into it and plays {dir}/cluster/ against it. Each job's summary shows
+# the verdicts as a table; its artifact holds the reports (JUnit, JSON, events, HTML timelines).
+name: kubechaos
+
+on:
+  schedule:
+    - cron: \"17 3 * * *\"
+  workflow_dispatch: {{}}
+  pull_request:
+    paths: [\"{dir}/**\"]
+
+permissions:
+  contents: read
+
+jobs:
+  sim:
+    name: scenarios on the simulated cluster
+    runs-on: ubuntu-24.04
+    timeout-minutes: 30
+    steps:
+      - uses: actions/checkout@v6
+      - uses: {repo}@{tag}
+        with:
+          scenarios: {dir}/
+          backend: sim
+          artifact-name: kubechaos-sim
+
+  cluster:
+    name: {name} in a kind cluster
+    runs-on: ubuntu-24.04
+    timeout-minutes: 60
+    steps:
+      - uses: actions/checkout@v6
+      - name: Create a kind cluster
+        uses: helm/kind-action@v1
+        with:
+          version: v0.33.0
+          cluster_name: chaos
+      - name: Deploy {name}
+        # How your software gets into the cluster: make this yours (kubectl apply -k config/default,
+        # helm install ...). {dir}/cluster/{name}.yaml finds its pods in namespace {namespace} by `{selector}`.
+        run: kubectl apply -f deploy/
+      - uses: {repo}@{tag}
+        with:
+          scenarios: {dir}/cluster/
+          backend: kube
+          context: kind-chaos
+          artifact-name: kubechaos-kind
+"
+            ),
+        )],
+        CiSystem::Gitlab => vec![(
+            PathBuf::from(".gitlab/kubechaos.gitlab-ci.yml"),
+            format!(
+                "# kubechaos every night, written by `kubechaos init --ci gitlab` (kubechaos {version}).
+# Included from .gitlab-ci.yml (`include: [{{local: .gitlab/kubechaos.gitlab-ci.yml}}]`); add a
+# pipeline schedule. kubechaos:sim plays {dir}/ on the simulated cluster (any runner);
+# kubechaos:kind creates a kind cluster, deploys {name} and plays {dir}/cluster/ against it: Docker
+# in Docker needs a privileged runner (the job is tagged `privileged`: set the tag to yours).
+include:
+  - remote: https://raw.githubusercontent.com/{repo}/{tag}/ci/gitlab/kubechaos.gitlab-ci.yml
+
+.kubechaos-when:
+  rules:
+    - if: $CI_PIPELINE_SOURCE == \"schedule\"
+    - if: $CI_PIPELINE_SOURCE == \"web\"
+    - changes: [\"{dir}/**/*\"]
+
+kubechaos:sim:
+  extends: [.kubechaos, .kubechaos-when]
+  variables:
+    KUBECHAOS_SCENARIOS: {dir}/
+
+kubechaos:kind:
+  extends: [.kubechaos-kind, .kubechaos-when]
+  variables:
+    KUBECHAOS_SCENARIOS: {dir}/cluster/
+    # How your software gets into the cluster: make this yours (kubectl apply -k config/default,
+    # helm install ...). {dir}/cluster/{name}.yaml finds its pods in namespace {namespace} by `{selector}`.
+    KUBECHAOS_DEPLOY: kubectl apply -f deploy/
+"
+            ),
+        )],
+    }
+}
+
+/// GitLab reads `.gitlab-ci.yml` only: where there is none, init writes one that includes its
+/// pipeline; an existing one is the user's and is never changed (init says what to add).
+const GITLAB_ROOT: &str = ".gitlab-ci.yml";
+const GITLAB_INCLUDE: &str = "include:\n  - local: .gitlab/kubechaos.gitlab-ci.yml\n";
+
 /// `kubechaos init`.
 pub fn init(args: &InitArgs) -> End {
     let (namespace, lease_name) =
@@ -119,13 +248,35 @@ pub fn init(args: &InitArgs) -> End {
         .clone()
         .unwrap_or_else(|| namespace.to_owned());
     let lease = format!("{namespace}/{lease_name}");
-    let wanted = files(&lease, &name, &selector, &pods_namespace);
+    let mut wanted: Vec<(PathBuf, String)> = files(&lease, &name, &selector, &pods_namespace)
+        .into_iter()
+        .map(|(rel, content)| (args.dir.join(rel), content))
+        .collect();
+    let dir = args.dir.display().to_string();
+    let dir = dir.trim_end_matches('/');
+    let mut include_by_hand = false;
+    if let Some(ci) = args.ci {
+        wanted.extend(pipeline(
+            ci,
+            &Pipeline {
+                dir,
+                name: &name,
+                namespace: &pods_namespace,
+                selector: &selector,
+            },
+        ));
+        if ci == CiSystem::Gitlab {
+            match std::fs::read_to_string(GITLAB_ROOT) {
+                Err(_) => wanted.push((PathBuf::from(GITLAB_ROOT), GITLAB_INCLUDE.to_owned())),
+                Ok(there) => include_by_hand = !there.contains(".gitlab/kubechaos.gitlab-ci.yml"),
+            }
+        }
+    }
 
     // Nothing is written unless all of it can be: a file that differs stops it (without --force).
     let mut differ = Vec::new();
-    for (rel, content) in &wanted {
-        let path = args.dir.join(rel);
-        if let Ok(there) = std::fs::read_to_string(&path) {
+    for (path, content) in &wanted {
+        if let Ok(there) = std::fs::read_to_string(path) {
             if there != *content {
                 differ.push(path.display().to_string());
             }
@@ -139,22 +290,33 @@ pub fn init(args: &InitArgs) -> End {
             if differ.len() == 1 { "s" } else { "" },
         )));
     }
-    for (rel, content) in &wanted {
-        let path = args.dir.join(rel);
-        let state = match std::fs::read_to_string(&path) {
+    for (path, content) in &wanted {
+        let state = match std::fs::read_to_string(path) {
             Ok(there) if there == *content => "unchanged",
             Ok(_) => "overwritten",
             Err(_) => "written",
         };
         if state != "unchanged" {
-            write(&path, content)?;
+            write(path, content)?;
         }
         println!("{state:<11} {}", path.display());
     }
     println!(
-        "\nnext:\n  kubechaos suite {dir}         # the sim, here and now\n  kubechaos suite {dir}/cluster --backend kube --context kind-chaos   # your software in your cluster",
-        dir = args.dir.display().to_string().trim_end_matches('/')
+        "\nnext:\n  kubechaos suite {dir}         # the sim, here and now\n  kubechaos suite {dir}/cluster --backend kube --context kind-chaos   # your software in your cluster"
     );
+    if args.ci.is_some() {
+        println!("  then make the pipeline's deploy step yours: it deploys with `kubectl apply -f deploy/`");
+    }
+    if include_by_hand {
+        println!(
+            "  {GITLAB_ROOT} is yours and was left as it is: add to it\n{}",
+            GITLAB_INCLUDE
+                .lines()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
     Ok(Verdict::Held)
 }
 

@@ -4,11 +4,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{check_writable, json_to_stdout, write_file, End};
-use crate::cli::{backend_of, Backend, ExploreArgs, Provider, ReportArgs, ScenarioArgs, SuiteArgs};
+use crate::cli::{
+    backend_of, Backend, ExploreArgs, Provider, ReportArgs, ScenarioArgs, SuiteArgs, SummaryArgs,
+};
 use crate::exit;
 use crate::failure::{print_problems, Failure, Verdict};
 use kubechaos_core::events::Event;
-use kubechaos_core::report::{junit, summary, terminal, Entry};
+use kubechaos_core::report::{junit, markdown, summary, terminal, Entry};
 use kubechaos_core::scenario;
 use kubechaos_engine::backend::BackendError;
 use kubechaos_engine::run::{self, Playable};
@@ -17,10 +19,10 @@ use kubechaos_engine::run::{self, Playable};
 /// observed event).
 pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
     let s = scenario::load(&scenario::resolve(&args.scenario)?)?;
-    let outputs: Vec<&Path> = [&args.events, &args.junit, &args.json, &args.report]
+    let outputs: Vec<&Path> = [args.events.as_deref(), args.report.as_deref()]
         .into_iter()
+        .chain(args.summaries.files().map(|(p, _)| p))
         .flatten()
-        .map(PathBuf::as_path)
         .collect();
     if let Some(twice) = outputs
         .iter()
@@ -28,21 +30,22 @@ pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
         .find_map(|(i, p)| outputs[..i].contains(p).then_some(p))
     {
         return Err(Failure::Input(format!(
-            "kubechaos scenario: {} is given for two reports; expected a file each for --events, --junit, --json and --report",
+            "kubechaos scenario: {} is given for two reports; expected a file each for --events, --report, --junit, --json and --markdown",
             twice.display()
         )));
     }
     for (path, what) in [
-        (&args.events, "events"),
-        (&args.junit, "JUnit report"),
-        (&args.json, "JSON summary"),
-        (&args.report, "HTML report"),
-    ] {
+        (args.events.as_deref(), "events"),
+        (args.report.as_deref(), "HTML report"),
+    ]
+    .into_iter()
+    .chain(args.summaries.files())
+    {
         if let Some(path) = path {
             check_writable(path, what)?;
         }
     }
-    if args.json.as_deref() == Some(Path::new("-")) {
+    if args.summaries.json.as_deref() == Some(Path::new("-")) {
         json_to_stdout()?;
     }
     let kube = args.target.guarded(args.backend)?;
@@ -159,8 +162,7 @@ pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
         args.backend,
         args.seed,
         code_of(verdict),
-        args.junit.as_deref(),
-        args.json.as_deref(),
+        &args.summaries,
     )?;
     if verdict == Verdict::Violated {
         println!("replay: {}", replay_command(args));
@@ -228,26 +230,30 @@ fn write_run_files(
     Ok(())
 }
 
-/// Write the JUnit report and the JSON summary, where asked.
+/// Write the JUnit report, the JSON summary and the Markdown table, where asked.
 fn write_reports(
     entries: &[Entry<'_>],
     backend: Backend,
     seed: u64,
     code: i32,
-    junit_path: Option<&Path>,
-    json_path: Option<&Path>,
+    asked: &SummaryArgs,
 ) -> Result<(), Failure> {
-    if let Some(path) = junit_path {
+    if let Some(path) = &asked.junit {
         let xml = junit::render(entries, backend.name(), seed);
         write_file(path, xml.as_bytes(), "JUnit report")?;
         println!("junit: {}", path.display());
     }
-    if let Some(path) = json_path {
+    if let Some(path) = &asked.json {
         let json = summary::render(entries, backend.name(), seed, code);
         write_file(path, json.as_bytes(), "JSON summary")?;
         if path != Path::new("-") {
             println!("json: {}", path.display());
         }
+    }
+    if let Some(path) = &asked.markdown {
+        let table = markdown::render(entries, backend.name(), seed);
+        write_file(path, table.as_bytes(), "Markdown summary")?;
+        println!("markdown: {}", path.display());
     }
     Ok(())
 }
@@ -319,12 +325,12 @@ pub fn suite(args: &SuiteArgs) -> End {
             "kubechaos suite: nothing was run; fix the files above (exit 2)".to_owned(),
         ));
     }
-    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON summary")] {
+    for (path, what) in args.summaries.files() {
         if let Some(path) = path {
             check_writable(path, what)?;
         }
     }
-    if args.json.as_deref() == Some(Path::new("-")) {
+    if args.summaries.json.as_deref() == Some(Path::new("-")) {
         json_to_stdout()?;
     }
     for dir in [&args.events_dir, &args.report_dir].into_iter().flatten() {
@@ -412,14 +418,7 @@ pub fn suite(args: &SuiteArgs) -> End {
             report_path: h.as_deref(),
         })
         .collect();
-    write_reports(
-        &entries,
-        args.backend,
-        args.seed,
-        code,
-        args.junit.as_deref(),
-        args.json.as_deref(),
-    )?;
+    write_reports(&entries, args.backend, args.seed, code, &args.summaries)?;
     end
 }
 

@@ -1,9 +1,10 @@
 //! Reports: the same events and verdicts feed the terminal, JUnit XML, the JSON summary, the
-//! events file and the HTML report.
+//! Markdown table of verdicts, the events file and the HTML report.
 
 pub mod html;
 pub mod junit;
 pub mod live;
+pub mod markdown;
 pub mod summary;
 pub mod terminal;
 

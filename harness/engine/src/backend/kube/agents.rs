@@ -47,14 +47,12 @@ pub(crate) struct Agents {
 /// context.
 fn api_server(target: &KubeTarget) -> Result<(SocketAddr, String, Kubeconfig), KubeError> {
     let unreachable = |what: String| KubeError::Agents { what };
-    let kc = match &target.kubeconfig {
-        Some(p) => Kubeconfig::read_from(p),
-        None => Kubeconfig::read(),
-    }
-    .map_err(|source| KubeError::Kubeconfig {
-        path: target.kubeconfig.clone(),
-        source,
-    })?;
+    let kc =
+        crate::kubeclient::read_kubeconfig(target.kubeconfig.as_deref(), target.context.as_deref())
+            .map_err(|source| KubeError::Kubeconfig {
+                path: target.kubeconfig.clone(),
+                source,
+            })?;
     let context = target
         .context
         .clone()

@@ -8,7 +8,7 @@ use kube::config::KubeconfigError;
 use crate::kubeclient::ClientError;
 
 /// Why the kube backend could not go on. [`KubeError::NotDisposable`] and
-/// [`KubeError::NoContext`] are the user's input (exit 2); the rest are the environment (exit 3).
+/// [`KubeError::NoContext`] (and [`KubeError::NotInAPod`]) are the user's input (exit 2); the rest are the environment (exit 3).
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
     /// No kubeconfig could be read to find the current context.
@@ -26,6 +26,9 @@ pub enum KubeError {
     /// Neither `--context` nor a current context.
     #[error("the kubeconfig has no current context; expected --context NAME")]
     NoContext,
+    /// `--context in-cluster` outside a pod.
+    #[error("--context in-cluster names the pod kubechaos runs in, and this is not a pod (no KUBERNETES_SERVICE_HOST, or no service account token in /var/run/secrets/kubernetes.io/serviceaccount); expected --context NAME of your kubeconfig")]
+    NotInAPod,
     /// The safety guard refused the context.
     #[error("refusing to touch context `{context}`: it does not look disposable; expected a `kind-*` or `k3d-*` context, kubechaos's own `{own}`, or `--allow-context {context}` (or `allow-contexts: [{context}]` in kubechaos's configuration file) if this cluster may be broken on purpose")]
     NotDisposable {

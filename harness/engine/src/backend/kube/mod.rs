@@ -71,16 +71,25 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
     provider::check(s, provider)
 }
 
-/// The context a run would use: `--context`, else the kubeconfig's current context.
+/// The context a run would use: `--context`, else the kubeconfig's current context; in a pod
+/// with no kubeconfig, [`IN_CLUSTER`](crate::kubeclient::IN_CLUSTER) (its service account).
 pub fn resolve_context(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<String, KubeError> {
+    use crate::kubeclient::{in_a_pod, IN_CLUSTER};
     if let Some(c) = context {
+        if c == IN_CLUSTER && kubeconfig.is_none() && !in_a_pod() {
+            return Err(KubeError::NotInAPod);
+        }
         return Ok(c.to_owned());
     }
     let kc = match kubeconfig {
         Some(p) => kube::config::Kubeconfig::read_from(p),
+        None if in_a_pod() => match kube::config::Kubeconfig::read() {
+            Ok(kc) => Ok(kc),
+            Err(_) => return Ok(IN_CLUSTER.to_owned()),
+        },
         None => kube::config::Kubeconfig::read(),
     }
     .map_err(|source| KubeError::Kubeconfig {
@@ -1136,5 +1145,26 @@ mod tests {
         assert!(err.contains("--allow-context prod-eu-1"), "{err}");
         assert!(guard("staging", &["staging".to_owned()]).is_ok());
         assert!(guard("kind", &[]).is_err(), "only the kind- prefix");
+    }
+
+    /// The pod kubechaos runs in is a cluster like any other to the guard: allowed by name only.
+    /// Outside a pod, `--context in-cluster` is the user's mistake, said as such.
+    #[test]
+    fn in_cluster_is_guarded_and_only_in_a_pod() {
+        use crate::kubeclient::{in_a_pod, IN_CLUSTER};
+        let err = guard(IN_CLUSTER, &[]).unwrap_err().to_string();
+        assert!(err.contains("--allow-context in-cluster"), "{err}");
+        assert!(guard(IN_CLUSTER, &[IN_CLUSTER.to_owned()]).is_ok());
+        assert!(!in_a_pod(), "the tests do not run in a pod");
+        let err = resolve_context(None, Some(IN_CLUSTER)).unwrap_err();
+        assert!(matches!(err, KubeError::NotInAPod), "{err}");
+        assert!(err.to_string().contains("this is not a pod"), "{err}");
+        // With a kubeconfig named, `in-cluster` is only a context name in it.
+        let file = std::path::Path::new("/nonexistent/kubeconfig");
+        assert_eq!(
+            resolve_context(Some(file), Some(IN_CLUSTER)).unwrap(),
+            IN_CLUSTER
+        );
+        assert!(crate::kubeclient::in_cluster_kubeconfig().is_none());
     }
 }
