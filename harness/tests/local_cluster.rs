@@ -1204,3 +1204,154 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
 fn repo_path(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
 }
+
+/// kubechaos run as a pod judges the cluster it runs in: the shipped RBAC (ci/kubernetes/rbac.yaml)
+/// applied for real, kubechaos as a pod with that ServiceAccount and the suite Job's arguments
+/// (`--context in-cluster --allow-context in-cluster`), its in-cluster configuration the pod's
+/// bound token, CA and `KUBERNETES_SERVICE_*`. The pods of a Deployment are deleted and the run
+/// judges that the Deployment is available again and that pods schedule; its JSON summary says
+/// so. The shipped Jobs pass the real API server's validation.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn kubechaos_in_a_pod_judges_its_own_cluster_with_the_shipped_rbac() {
+    let cluster = up(&[
+        "--nodes",
+        "1",
+        "--schedulers",
+        "1",
+        "--controller-managers",
+        "1",
+    ]);
+    let dir = cluster.dir.clone();
+    let rbac = repo_path("ci/kubernetes/rbac.yaml");
+    let applied = kubectl(&dir, &["apply", "-f", rbac.to_str().unwrap()]);
+    assert!(
+        applied.contains("serviceaccount/kubechaos created"),
+        "{applied}"
+    );
+    for (file, job) in [
+        ("ci/kubernetes/suite-job.yaml", "kubechaos-suite"),
+        (
+            "ci/kubernetes/explore-indexed-job.yaml",
+            "kubechaos-explore",
+        ),
+    ] {
+        let path = repo_path(file);
+        let out = kubectl(
+            &dir,
+            &["apply", "--dry-run=server", "-f", path.to_str().unwrap()],
+        );
+        assert!(
+            out.contains(&format!("job.batch/{job} created (server dry run)")),
+            "{file}: {out}"
+        );
+    }
+
+    let work = tempfile::tempdir().unwrap();
+    let scenario = work.path().join("in-cluster.yaml");
+    std::fs::write(
+        &scenario,
+        "name: in-cluster
+cluster: {nodes: 1}
+faults:
+  - {at: 5s, id: delete, delete-pods: {namespace: demo, selector: app=demo}}
+expect:
+  - available: {deployment: demo/demo, within: 45s, after: delete}
+  - schedulable: {within: 30s, after: delete}
+duration: 1m
+",
+    )
+    .unwrap();
+    let summary = work.path().join("summary.json");
+    // The suite Job's arguments, the scenario and summary at paths of this machine (a local pod's
+    // process sees its files; `kubechaos` as the command is this kubechaos).
+    let manifest = work.path().join("pods.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1
+kind: Namespace
+metadata: {{name: demo}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: demo, namespace: demo}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: demo}}}}
+  template:
+    metadata: {{labels: {{app: demo}}}}
+    spec:
+      containers: [{{name: demo, image: demo, command: [sleep, '600']}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: kubechaos-in-cluster, namespace: kubechaos-system}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: kubechaos}}}}
+  template:
+    metadata: {{labels: {{app: kubechaos}}}}
+    spec:
+      serviceAccountName: kubechaos
+      containers:
+        - name: suite
+          image: ghcr.io/kubechaos/kubechaos:v0.1.0
+          command: [kubechaos]
+          args: [suite, '{scenario}', --backend=kube, --context=in-cluster, --allow-context=in-cluster, '--json={summary}']
+",
+            scenario = scenario.display(),
+            summary = summary.display()
+        ),
+    )
+    .unwrap();
+    kubectl(&dir, &["apply", "-f", manifest.to_str().unwrap()]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
+    let verdict = loop {
+        if let Some(v) = std::fs::read_to_string(&summary)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no summary from kubechaos in its pod after 4 minutes; its pods: {}\nits log: {}",
+            kubectl(&dir, &["get", "pods", "-A", "-o", "wide"]),
+            kubectl(
+                &dir,
+                &[
+                    "logs",
+                    "-n",
+                    "kubechaos-system",
+                    "deployment/kubechaos-in-cluster",
+                    "--tail=30"
+                ]
+            )
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let _ = kubectl(
+        &dir,
+        &[
+            "delete",
+            "deployment",
+            "-n",
+            "kubechaos-system",
+            "kubechaos-in-cluster",
+            "--wait=false",
+        ],
+    );
+    assert_eq!(verdict["backend"], "kube", "{verdict}");
+    assert_eq!(verdict["exit_code"], 0, "{verdict:#}");
+    let invariants = verdict["scenarios"][0]["invariants"].as_array().unwrap();
+    assert_eq!(invariants.len(), 2, "{verdict:#}");
+    assert!(invariants.iter().all(|i| i["held"] == true), "{verdict:#}");
+    assert!(
+        invariants[0]["label"]
+            .as_str()
+            .unwrap()
+            .contains("demo/demo"),
+        "{verdict:#}"
+    );
+}
