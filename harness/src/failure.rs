@@ -115,6 +115,7 @@ impl Failure {
     /// The stable exit code: 2 for the user's input, 3 for the environment.
     pub fn code(&self) -> i32 {
         match self {
+            Failure::Load(LoadError::Cache { .. }) => exit::ENVIRONMENT,
             Failure::Load(_)
             | Failure::Unsupported { .. }
             | Failure::Input(_)

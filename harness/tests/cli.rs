@@ -790,6 +790,20 @@ fn the_nightly_pipelines_run_the_suite_on_every_backend_and_keep_the_reports() {
         format!("v{}", env!("CARGO_PKG_VERSION"))
     );
 
+    // The Jobs of ci/kubernetes name the image the release publishes for this version.
+    let image = format!(
+        "image: ghcr.io/{}:v{}",
+        env!("CARGO_PKG_REPOSITORY").trim_start_matches("https://github.com/"),
+        env!("CARGO_PKG_VERSION")
+    );
+    for file in [
+        "ci/kubernetes/suite-job.yaml",
+        "ci/kubernetes/explore-indexed-job.yaml",
+    ] {
+        assert!(read(file).contains(&image), "{file}: {image}");
+    }
+    assert!(read("ci/github/release.yml").contains("name=ghcr.io/${{ github.repository }}"));
+
     // kubechaos's own GitLab nightly: each backend's job extends the template's, installing from
     // this checkout.
     let gitlab = yaml("ci/gitlab/kubechaos-nightly.gitlab-ci.yml");
@@ -1299,6 +1313,31 @@ fn installed_binary_works(root: &Path, hide: Option<&Path>) -> Box<Installed> {
 fn an_installed_binary_finds_the_shipped_scenarios_from_any_directory() {
     let root = tempfile::tempdir().unwrap();
     let _ = installed_binary_works(root.path(), None);
+}
+
+/// A shipped scenario is read from kubechaos's cache: when the cache cannot be written, that is
+/// what the error says (exit 3, the environment), with what to do, not "cannot read the file".
+#[test]
+fn a_cache_that_cannot_be_written_is_said_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("cache");
+    std::fs::write(&not_a_dir, "a file, not a directory\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(dir.path())
+        .env("KUBECHAOS_CACHE", &not_a_dir)
+        .args(["scenario", "api-restart"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the shipped `api-restart` could not be written into kubechaos's cache"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("expected a writable $KUBECHAOS_CACHE"),
+        "{stderr}"
+    );
 }
 
 /// The same, with the checkout it was built from out of its reach: what it ships is in it, and

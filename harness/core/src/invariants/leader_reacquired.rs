@@ -1,6 +1,9 @@
 //! `leader-reacquired: {lease, within, after}`: within D of the anchor, a live candidate holds
-//! the Lease and renews it. A violation says who held it last, whether that process still runs,
-//! and whether the candidates are alive but none is trying (the seed's bug).
+//! the Lease and renews it: a renewal from after the anchor, seen while it is still valid. A
+//! renewal that reaches the API server only after its own lease ran out (a request held up by a
+//! partition and delivered when it healed, stamped with the time it was made) is not leadership:
+//! nobody could have led on it. A violation says who held it last, whether that process still
+//! runs, and whether the candidates are alive but none is trying (the seed's bug).
 
 use super::{Timeline, Watch};
 use crate::events::{fmt_ms, identity_process, EventKind};
@@ -30,12 +33,13 @@ pub(super) fn judge(
 ) -> (bool, String) {
     let (lease, within) = (&i.lease, i.within);
     let name = lease.to_string();
-    let mut last: Option<(u64, Option<String>, Option<u64>)> = None;
+    let mut last: Option<(u64, Option<String>, Option<u64>, Option<u64>)> = None;
     for e in tl.events {
         let EventKind::LeaseObserved {
             lease: l,
             holder,
             renew_ms,
+            duration_ms,
             ..
         } = &e.kind
         else {
@@ -47,12 +51,13 @@ pub(super) fn judge(
         if e.t_ms > deadline {
             break;
         }
-        last = Some((e.t_ms, holder.clone(), *renew_ms));
+        last = Some((e.t_ms, holder.clone(), *renew_ms, *duration_ms));
         if e.t_ms < anchor {
             continue;
         }
         if let (Some(h), Some(r)) = (holder, renew_ms) {
-            if *r >= anchor && tl.alive(&name, h, e.t_ms) {
+            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= e.t_ms);
+            if *r >= anchor && valid_when_seen && tl.alive(&name, h, e.t_ms) {
                 let after = e.t_ms.saturating_sub(anchor);
                 return (
                     true,
@@ -72,9 +77,9 @@ pub(super) fn judge(
     let alive = tl.running(&candidates, deadline);
     let seen = match last {
         None => "the lease was never observed".to_owned(),
-        Some((_, None, _)) => "the lease had no holder".to_owned(),
-        Some((_, Some(h), renew)) => format!(
-            "last holder {} (process {}), last renewal {}",
+        Some((_, None, ..)) => "the lease had no holder".to_owned(),
+        Some((seen_at, Some(h), renew, duration)) => format!(
+            "last holder {} (process {}), last renewal {}{}",
             h,
             if tl.alive(&name, &h, deadline) {
                 "still running"
@@ -83,7 +88,15 @@ pub(super) fn judge(
             },
             renew
                 .map(|r| format!("at {}", fmt_ms(r)))
-                .unwrap_or_else(|| "never".into())
+                .unwrap_or_else(|| "never".into()),
+            match (renew, duration) {
+                (Some(r), Some(d)) if r + d < seen_at => format!(
+                    ", which reached the API server at {}, after its {} lease had run out (a request held up and delivered late)",
+                    fmt_ms(seen_at),
+                    human(std::time::Duration::from_millis(d))
+                ),
+                _ => String::new(),
+            }
         ),
     };
     let alive_text = if alive.is_empty() {

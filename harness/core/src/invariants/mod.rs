@@ -438,6 +438,79 @@ expect:
         );
     }
 
+    /// Found by the real tier (a client-go pod cut off from the API server with `--mode
+    /// give-up`): the cut-off leader's renewal, made 0.7s after the cut and held up by it, reached
+    /// the API server when the cut healed, 29s later, stamped with the time it was made. Its
+    /// 15s lease had run out long before anyone could see it; nobody led. That is not a lease
+    /// re-acquired (it was once judged so); a renewal seen while valid is.
+    #[test]
+    fn a_renewal_delivered_after_its_lease_ran_out_is_not_leadership() {
+        let yaml = "name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+faults: [{at: 80s, for: 30s, partition: [agent/op/leader, api-server]}]
+expect:
+  - leader-reacquired: {lease: ops/op, within: 30s}
+";
+        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let at = |t_ms: u64, kind: EventKind| Event { t_ms, kind };
+        let lease = |t_ms: u64, renew: u64| {
+            at(
+                t_ms,
+                EventKind::LeaseObserved {
+                    lease: "ops/op".into(),
+                    holder: Some("op-1".into()),
+                    renew_ms: Some(renew),
+                    transitions: 1,
+                    duration_ms: Some(15_000),
+                },
+            )
+        };
+        let events = |late: Event| {
+            vec![
+                at(
+                    0,
+                    EventKind::CandidatePod {
+                        agent: "op".into(),
+                        pod: "ops/op-1".into(),
+                        process: "op-1".into(),
+                    },
+                ),
+                at(
+                    0,
+                    EventKind::ProcessStarted {
+                        process: "op-1".into(),
+                        incarnation: 1,
+                    },
+                ),
+                lease(78_700, 78_700),
+                at(
+                    80_100,
+                    EventKind::FaultApplied {
+                        step: 0,
+                        id: None,
+                        action: "partition: [agent/op/leader, api-server]".into(),
+                        undo: false,
+                        detail: String::new(),
+                    },
+                ),
+                late,
+                at(140_000, EventKind::RunEnded {}),
+            ]
+        };
+        // Delivered at the heal (1m50.1s), renewed at 1m20.8s: ran out at 1m35.8s.
+        let v = judge(&s, &events(lease(110_100, 80_800)));
+        assert!(!v[0].held, "{}", v[0].message);
+        assert!(
+            v[0].message.contains("after its 15s lease had run out"),
+            "{}",
+            v[0].message
+        );
+        // The same renewal seen while it was valid is leadership.
+        let v = judge(&s, &events(lease(81_000, 80_800)));
+        assert!(v[0].held, "{}", v[0].message);
+    }
+
     #[test]
     fn availability_seen_before_the_anchor_still_holds_at_it() {
         let (held, msg) = judge_available(&[seen(1_000, 2, 2, 2)], 10_000);

@@ -55,6 +55,16 @@ pub enum LoadError {
         /// Why.
         source: std::io::Error,
     },
+    /// A shipped file could not be written into the cache to be read (kubechaos's environment).
+    #[error("the shipped `{name}` could not be written into kubechaos's cache {}: {source}; expected a writable $KUBECHAOS_CACHE (else ~/.cache/kubechaos)", path.display())]
+    Cache {
+        /// The shipped name asked for.
+        name: String,
+        /// The cache.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// No file by that name.
     #[error("no scenario `{name}`: looked for {} and among the shipped ones ({}); expected a path to a YAML file or one of those names (see `kubechaos list`)", .tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "), .shipped.join(", "))]
     NotFound {
@@ -125,7 +135,8 @@ pub fn resolve_in(name_or_path: &str, dir: &str) -> Result<PathBuf, LoadError> {
         match shipped::path(dir, name_or_path) {
             Some(Ok(p)) => return Ok(p),
             Some(Err(source)) => {
-                return Err(LoadError::Read {
+                return Err(LoadError::Cache {
+                    name: name_or_path.to_owned(),
                     path: shipped::cache_base(),
                     source,
                 })
