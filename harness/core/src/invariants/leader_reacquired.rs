@@ -33,7 +33,9 @@ pub(super) fn judge(
 ) -> (bool, String) {
     let (lease, within) = (&i.lease, i.within);
     let name = lease.to_string();
-    let mut last: Option<(u64, Option<String>, Option<u64>, Option<u64>)> = None;
+    // The last observation: when, holder, renewTime, lease duration.
+    type Seen = (u64, Option<String>, Option<u64>, Option<u64>);
+    let mut last: Option<Seen> = None;
     for e in tl.events {
         let EventKind::LeaseObserved {
             lease: l,
