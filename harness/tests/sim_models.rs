@@ -343,3 +343,56 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
         ]
     );
 }
+
+/// kube-scheduler's pod deleted (issue 18's disagreement, pinned on the local control plane by
+/// `local_scenarios.rs::deleted_scheduler_pods_bind_their_replacements_on_both`): upstream keeps
+/// scheduling until its kubelet's SIGTERM, binds its own replacements meanwhile, then releases
+/// the Lease (`ReleaseOnCancel`) and exits 0; a replacement takes the Lease at once. The model
+/// did none of that (killed at once, the Lease left to expire, nothing bound: a 69 s outage that
+/// never happened).
+#[test]
+fn a_deleted_scheduler_releases_its_lease_and_its_replacements_take_over() {
+    let yaml = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/delete-scheduler-pods.yaml"),
+    )
+    .unwrap();
+    let (events, verdicts) = play(&yaml.replace("name: delete-scheduler-pods", "name: t"));
+    for v in &verdicts {
+        assert!(v.held, "{}: {}", v.label, v.message);
+    }
+    let after_delete = |e: &&Event| e.t_ms >= 20_000;
+    let terminated: Vec<&Event> = events
+        .iter()
+        .filter(after_delete)
+        .filter(|e| {
+            matches!(&e.kind, EventKind::ProcessExited { reason, .. }
+                if reason.contains("requested to terminate (SIGTERM), the lease released first"))
+        })
+        .collect();
+    assert_eq!(terminated.len(), 2, "both old schedulers exit 0 on SIGTERM");
+    assert!(events.iter().filter(after_delete).any(|e| matches!(
+        &e.kind,
+        EventKind::LeadingStopped { reason, .. } if reason.contains("released the lease")
+    )));
+    // The Lease goes to a replacement within about a second and a half of the delete.
+    let taken = events
+        .iter()
+        .filter(after_delete)
+        .find_map(|e| match &e.kind {
+            EventKind::LeaseObserved {
+                lease,
+                holder: Some(h),
+                ..
+            } if lease == "kube-system/kube-scheduler"
+                && !h.is_empty()
+                && terminated.iter().all(|t| {
+                    !matches!(&t.kind, EventKind::ProcessExited { process, .. } if h.starts_with(process.as_str()))
+                }) =>
+            {
+                Some(e.t_ms)
+            }
+            _ => None,
+        })
+        .expect("a replacement holds the Lease");
+    assert!(taken <= 21_500, "taken at {taken} ms");
+}

@@ -323,6 +323,73 @@ impl Elector {
         }
     }
 
+    /// Asked to stop without `ReleaseOnCancel`: a leader stops acting as one (and says so); the
+    /// Lease stays as last renewed, to expire.
+    pub(crate) fn stop_without_release(&mut self) {
+        if std::mem::take(&mut self.leading) {
+            self.reporter.stopped_leading(
+                &self.lease(),
+                &self.identity,
+                "asked to terminate: the lease is left to expire",
+            );
+        }
+    }
+
+    /// client-go's `release` (`ReleaseOnCancel`, what kube-scheduler sets): a leader asked to
+    /// stop writes the Lease with no holder and a one-second duration, so that another candidate
+    /// takes it at its next try instead of waiting out the lease. Read first and retried on a
+    /// conflict, within the renew deadline, as `tryRelease`. A candidate that does not lead
+    /// writes nothing.
+    pub(crate) async fn release(&mut self) {
+        if !self.leading {
+            return;
+        }
+        self.leading = false;
+        let lease = self.lease();
+        let deadline = Instant::now() + self.config.renew_deadline;
+        let released = tokio::time::timeout_at(deadline, async {
+            loop {
+                let Ok(Some(mut current)) = self.api.get_opt(&self.name).await else {
+                    return false;
+                };
+                let spec = current.spec.clone().unwrap_or_default();
+                if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+                    return true; // not ours any more: nothing to give up
+                }
+                let wall = MicroTime(self.clock.wall());
+                current.spec = Some(LeaseSpec {
+                    holder_identity: Some(String::new()),
+                    lease_duration_seconds: Some(1),
+                    acquire_time: Some(wall.clone()),
+                    renew_time: Some(wall),
+                    lease_transitions: spec.lease_transitions,
+                    ..LeaseSpec::default()
+                });
+                match self
+                    .api
+                    .replace(&self.name, &PostParams::default(), &current)
+                    .await
+                {
+                    Ok(_) => return true,
+                    Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await
+        .unwrap_or(false);
+        tracing::info!(lease = %lease, identity = %self.identity, released, "stopped leading: asked to terminate");
+        self.reporter.stopped_leading(
+            &lease,
+            &self.identity,
+            if released {
+                "asked to terminate: released the lease (ReleaseOnCancel)"
+            } else {
+                "asked to terminate: the lease could not be released"
+            },
+        );
+    }
+
     /// Update the lease (with its resourceVersion: a stale write is a 409) and remember what
     /// was written and when.
     async fn write(&mut self, lease: &Lease, now: Instant) -> bool {

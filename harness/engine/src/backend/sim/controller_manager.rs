@@ -45,7 +45,10 @@ pub(crate) const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
 pub(crate) const NODE_MONITOR_GRACE: Duration = Duration::from_secs(50);
 /// The taint the node lifecycle controller puts on unreachable nodes.
 pub(crate) const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
-/// How often the workload controllers sync.
+/// How often the workload controllers sync when no pod changes. Upstream's react to watch
+/// events within milliseconds (a deleted pod's replacement is created at once, before its
+/// kubelet has stopped it): the model wakes on a watch of pods too
+/// ([`pods_changed`](super::process::pods_changed)).
 pub(crate) const SYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// How long the start-up read of the authentication ConfigMap keeps retrying before the process
@@ -67,8 +70,21 @@ pub async fn run(p: Proc) {
         &Component::KubeControllerManager.lease(),
         inc,
     );
-    elector.run(controllers(client)).await;
-    p.exit("exited: leaderelection lost (upstream exits with status 1)");
+    // Asked to terminate (its pod deleted: SIGTERM), upstream cancels its context and exits 0
+    // without releasing the lease: `ReleaseOnCancel` follows the feature gate
+    // ControllerManagerReleaseLeaderElectionLockOnExit, alpha and off by default in v1.36-1.37.
+    let asked = tokio::select! {
+        () = elector.run(controllers(client)) => false,
+        () = p.terminated(inc) => true,
+    };
+    if asked {
+        elector.stop_without_release();
+        p.exit(
+            "exited: status 0: requested to terminate (SIGTERM), the lease kept until it expires",
+        );
+    } else {
+        p.exit("exited: leaderelection lost (upstream exits with status 1)");
+    }
 }
 
 /// Read the delegated-authentication ConfigMap, retrying every second for
@@ -88,20 +104,30 @@ async fn load_authentication_config(client: &kube::Client) -> Result<(), kube::E
 async fn controllers(client: kube::Client) {
     let mut lifecycle = NodeLifecycle::default();
     let mut next_monitor = Instant::now();
+    let replicasets = |client: kube::Client| async move {
+        match sync_replicasets(&client).await {
+            Ok(rv) => rv,
+            Err(e) => {
+                tracing::debug!(error = %e, "replicaset sync failed");
+                None
+            }
+        }
+    };
     loop {
+        // The replicaset controller first: what woke the loop is a pod that changed (a deleted
+        // one is replaced at once), then the deployments, then the replicasets they changed.
+        replicasets(client.clone()).await;
         if let Err(e) = sync_deployments(&client).await {
             tracing::debug!(error = %e, "deployment sync failed");
         }
-        if let Err(e) = sync_replicasets(&client).await {
-            tracing::debug!(error = %e, "replicaset sync failed");
-        }
+        let seen = replicasets(client.clone()).await;
         if Instant::now() >= next_monitor {
             if let Err(e) = lifecycle.monitor(&client).await {
                 tracing::debug!(error = %e, "node monitor failed");
             }
             next_monitor = Instant::now() + NODE_MONITOR_PERIOD;
         }
-        tokio::time::sleep(SYNC_PERIOD).await;
+        super::process::pods_changed(&client, seen.as_deref(), SYNC_PERIOD).await;
     }
 }
 
@@ -233,16 +259,19 @@ async fn sync_deployments(client: &kube::Client) -> Result<(), kube::Error> {
     Ok(())
 }
 
-async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
+/// One sync of every ReplicaSet; returns the resourceVersion of the pods it saw (`None` when
+/// there is no ReplicaSet: nothing to wake for).
+async fn sync_replicasets(client: &kube::Client) -> Result<Option<String>, kube::Error> {
     let replicasets = Api::<ReplicaSet>::all(client.clone())
         .list(&ListParams::default())
         .await?;
     if replicasets.items.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default())
         .await?;
+    let seen = pods.metadata.resource_version.clone();
     for rs in &replicasets.items {
         let (Some(name), Some(ns), Some(uid)) = (
             rs.metadata.name.clone(),
@@ -264,6 +293,8 @@ async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
         if owned.len() < want {
             let template = rs.spec.template.clone().unwrap_or_default();
+            // Created together, as upstream's slow-start batch does for a few pods.
+            let mut creates = Vec::new();
             for _ in owned.len()..want {
                 let mut pod = json!({
                     "metadata": {"generateName": format!("{name}-"), "namespace": ns,
@@ -274,7 +305,11 @@ async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
                     pod["metadata"]["labels"] = json!(labels);
                 }
                 let pod: Pod = serde_json::from_value(pod).expect("pod shape");
-                api.create(&PostParams::default(), &pod).await?;
+                let api = api.clone();
+                creates.push(async move { api.create(&PostParams::default(), &pod).await });
+            }
+            for created in futures::future::join_all(creates).await {
+                created?;
             }
         } else {
             for extra in owned.iter().skip(want) {
@@ -287,7 +322,7 @@ async fn sync_replicasets(client: &kube::Client) -> Result<(), kube::Error> {
             }
         }
     }
-    Ok(())
+    Ok(seen)
 }
 
 /// The node lifecycle controller's memory: when it last saw each node's lease change.

@@ -116,9 +116,29 @@ impl Containers for SimContainers {
         Ok(())
     }
 
+    /// A graceful stop, as the kubelet stops a deleted pod's container: the process is asked to
+    /// terminate (SIGTERM) and handles it as its upstream component does (the scheduler releases
+    /// its lease; both exit 0); what has not ended after the grace period is killed.
     fn stop(&self, pod: &str, reason: &str) {
         let mut st = self.state.lock().expect("containers");
-        Self::stop_locked(&mut st, pod, reason);
+        if let Some(task) = st.tasks.remove(pod) {
+            if !task.is_finished() {
+                match st.procs.get(pod).cloned() {
+                    Some(p) => {
+                        p.terminate();
+                        let reason = reason.to_owned();
+                        tokio::task::spawn_local(async move {
+                            tokio::time::sleep(crate::backend::local::pods::STOP_GRACE).await;
+                            if !task.is_finished() {
+                                task.abort();
+                                p.exit(&format!("{reason}; killed after the grace period"));
+                            }
+                        });
+                    }
+                    None => task.abort(),
+                }
+            }
+        }
         st.book.forget(pod);
     }
 

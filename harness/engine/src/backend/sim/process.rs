@@ -27,6 +27,8 @@ pub struct Proc {
     pub(crate) clock: Arc<dyn Clock>,
     /// The run's seed.
     pub(crate) seed: u64,
+    /// The incarnation asked to terminate (SIGTERM from its node, for a deleted pod); 0: none.
+    terminate: Arc<tokio::sync::watch::Sender<u32>>,
 }
 
 impl Proc {
@@ -38,7 +40,21 @@ impl Proc {
             recorder,
             clock,
             seed,
+            terminate: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
+    }
+
+    /// Ask the running incarnation to terminate, as the kubelet's SIGTERM to a deleted pod's
+    /// container: each model handles it as its upstream component handles the signal.
+    pub(crate) fn terminate(&self) {
+        let inc = self.incarnation.load(Ordering::SeqCst);
+        self.terminate.send_replace(inc);
+    }
+
+    /// Until incarnation `inc` is asked to terminate.
+    pub(crate) async fn terminated(&self, inc: u32) {
+        let mut rx = self.terminate.subscribe();
+        let _ = rx.wait_for(|asked| *asked >= inc).await;
     }
 
     /// Mark a start: the next incarnation. Returns it.
@@ -114,4 +130,30 @@ impl LeadershipReporter for RecorderReporter {
             reason: reason.to_owned(),
         });
     }
+}
+
+/// Until a pod changes after resourceVersion `rv` (`None`: not known, then simply `max`), or `max`
+/// has passed: a watch on pods over the simulated network, as the informers of upstream's
+/// scheduler and controllers wake them within milliseconds of a change (a deleted pod's
+/// replacement is created and bound at once). A partition or a stopped API server answers no
+/// watch: the model then waits out `max`, as it would have polled.
+pub(crate) async fn pods_changed(client: &kube::Client, rv: Option<&str>, max: Duration) {
+    use futures::StreamExt;
+    let wait = async {
+        let Some(rv) = rv else {
+            return std::future::pending::<()>().await;
+        };
+        let api = kube::Api::<k8s_openapi::api::core::v1::Pod>::all(client.clone());
+        let params = kube::api::WatchParams::default().timeout(max.as_secs().max(1) as u32);
+        match api.watch(&params, rv).await {
+            Ok(events) => {
+                let mut events = std::pin::pin!(events);
+                if events.next().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    let _ = tokio::time::timeout(max, wait).await;
 }
