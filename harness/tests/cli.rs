@@ -1574,6 +1574,17 @@ fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    let init_ci = |ci: &str| {
+        at(&[
+            "init",
+            "--lease",
+            "ops/op-lock",
+            "--dir",
+            "test/chaos",
+            "--ci",
+            ci,
+        ])
+    };
     let yaml = |f: &str| -> serde_json::Value {
         serde_saphyr::from_str(&std::fs::read_to_string(repo_dir.path().join(f)).unwrap()).unwrap()
     };
@@ -1583,15 +1594,7 @@ fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
         env!("CARGO_PKG_VERSION")
     );
 
-    at(&[
-        "init",
-        "--lease",
-        "ops/op-lock",
-        "--dir",
-        "test/chaos",
-        "--ci",
-        "github",
-    ]);
+    init_ci("github");
     let workflow = yaml(".github/workflows/kubechaos.yml");
     let uses: Vec<&serde_json::Value> = ["sim", "cluster"]
         .iter()
@@ -1620,15 +1623,7 @@ fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
     }
 
     // GitLab: no .gitlab-ci.yml yet, so init writes one that includes its pipeline.
-    let out = at(&[
-        "init",
-        "--lease",
-        "ops/op-lock",
-        "--dir",
-        "test/chaos",
-        "--ci",
-        "gitlab",
-    ]);
+    let out = init_ci("gitlab");
     assert!(out.contains("written     .gitlab-ci.yml"), "{out}");
     assert_eq!(
         yaml(".gitlab-ci.yml")["include"][0]["local"],
@@ -1663,15 +1658,7 @@ fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
 
     // Twice: nothing changes.
     for ci in ["github", "gitlab"] {
-        let again = at(&[
-            "init",
-            "--lease",
-            "ops/op-lock",
-            "--dir",
-            "test/chaos",
-            "--ci",
-            ci,
-        ]);
+        let again = init_ci(ci);
         assert!(
             again.contains("unchanged   .g")
                 && !again
@@ -1684,15 +1671,7 @@ fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
     // A .gitlab-ci.yml of the user's own is left as it is; init says what to add.
     let root = repo_dir.path().join(".gitlab-ci.yml");
     std::fs::write(&root, "stages: [build]\n").unwrap();
-    let out = at(&[
-        "init",
-        "--lease",
-        "ops/op-lock",
-        "--dir",
-        "test/chaos",
-        "--ci",
-        "gitlab",
-    ]);
+    let out = init_ci("gitlab");
     assert_eq!(std::fs::read_to_string(&root).unwrap(), "stages: [build]\n");
     assert!(out.contains("add to it"), "{out}");
     assert!(

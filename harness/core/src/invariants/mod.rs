@@ -319,6 +319,24 @@ mod tests {
         }
     }
 
+    fn at(t_ms: u64, kind: EventKind) -> Event {
+        Event { t_ms, kind }
+    }
+
+    /// The observer's read of Lease `ops/op`: held by `holder`, renewed at `renew` for 15s.
+    fn lease_seen(t_ms: u64, holder: &str, renew: u64) -> Event {
+        at(
+            t_ms,
+            EventKind::LeaseObserved {
+                lease: "ops/op".into(),
+                holder: Some(holder.into()),
+                renew_ms: Some(renew),
+                transitions: 0,
+                duration_ms: Some(15_000),
+            },
+        )
+    }
+
     fn judge_available(events: &[Event], anchor: u64) -> (bool, String) {
         let tl = Timeline::new(events);
         let inv = crate::scenario::Available {
@@ -347,19 +365,7 @@ expect:
 "
             )
         };
-        let at = |t_ms: u64, kind: EventKind| Event { t_ms, kind };
-        let lease = |t_ms: u64, renew: u64| {
-            at(
-                t_ms,
-                EventKind::LeaseObserved {
-                    lease: "ops/op".into(),
-                    holder: Some("leader@op-1".into()),
-                    renew_ms: Some(renew),
-                    transitions: 0,
-                    duration_ms: Some(15_000),
-                },
-            )
-        };
+        let lease = |t_ms: u64, renew: u64| lease_seen(t_ms, "leader@op-1", renew);
         let events = vec![
             at(
                 0,
@@ -453,19 +459,7 @@ expect:
   - leader-reacquired: {lease: ops/op, within: 30s}
 ";
         let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
-        let at = |t_ms: u64, kind: EventKind| Event { t_ms, kind };
-        let lease = |t_ms: u64, renew: u64| {
-            at(
-                t_ms,
-                EventKind::LeaseObserved {
-                    lease: "ops/op".into(),
-                    holder: Some("op-1".into()),
-                    renew_ms: Some(renew),
-                    transitions: 1,
-                    duration_ms: Some(15_000),
-                },
-            )
-        };
+        let lease = |t_ms: u64, renew: u64| lease_seen(t_ms, "op-1", renew);
         let events = |late: Event| {
             vec![
                 at(
