@@ -76,33 +76,30 @@ def resolve(jobs, name, seen=()):
     return deep_merge(out, {k: v for k, v in job.items() if k != "extends"})
 
 
-def shellcheck(label, script, shell="bash"):
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
-        # Both systems run scripts as `bash -eo pipefail` does.
-        f.write(f"#!/usr/bin/env {shell}\nset -eo pipefail\n{script}\n")
+def check(label, what, suffix, content, argv):
+    """Run the tool `argv` on `content` written to a temporary file; print what it says and
+    return False when it fails."""
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as f:
+        f.write(content)
     try:
-        r = subprocess.run(["shellcheck", "-s", shell, "-S", "warning", f.name],
-                           capture_output=True, text=True)
+        r = subprocess.run(argv + [f.name], capture_output=True, text=True)
     finally:
         os.unlink(f.name)
     if r.returncode != 0:
-        print(f"{label}: shellcheck:\n{r.stdout}{r.stderr}")
+        print(f"{label}: {what}:\n{r.stdout.replace(f.name, label)}{r.stderr}")
         return False
     return True
+
+
+def shellcheck(label, script, shell="bash"):
+    # Both systems run scripts as `bash -eo pipefail` does.
+    return check(label, "shellcheck", ".sh", f"#!/usr/bin/env {shell}\nset -eo pipefail\n{script}\n",
+                 ["shellcheck", "-s", shell, "-S", "warning"])
 
 
 def schema(label, doc, name):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(doc, f)
-    try:
-        r = subprocess.run(["check-jsonschema", "--builtin-schema", name, f.name],
-                           capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        print(f"{label}: {name} schema:\n{r.stdout.replace(f.name, label)}{r.stderr}")
-        return False
-    return True
+    return check(label, f"{name} schema", ".json", json.dumps(doc),
+                 ["check-jsonschema", "--builtin-schema", name])
 
 
 def gitlab(path, base):

@@ -43,7 +43,16 @@ impl Drop for Running {
     }
 }
 
-/// Start `cluster up` in the background; returns once it is ready.
+/// One node, one scheduler, one controller-manager.
+const ONE: &[&str] = &[
+    "--nodes",
+    "1",
+    "--schedulers",
+    "1",
+    "--controller-managers",
+    "1",
+];
+
 /// Two nodes, one scheduler, one controller-manager.
 const SMALL: &[&str] = &[
     "--nodes",
@@ -54,6 +63,7 @@ const SMALL: &[&str] = &[
     "1",
 ];
 
+/// Start `cluster up` in the background; returns once it is ready.
 fn up(args: &[&str]) -> Running {
     let mut child = kubechaos()
         .args(["cluster", "up"])
@@ -80,18 +90,9 @@ fn up(args: &[&str]) -> Running {
 /// directory, after checking it succeeded.
 fn up_for_a_second(extra: &[&str]) -> (String, PathBuf) {
     let out = kubechaos()
-        .args([
-            "cluster",
-            "up",
-            "--nodes",
-            "1",
-            "--schedulers",
-            "1",
-            "--controller-managers",
-            "1",
-            "--for",
-            "1s",
-        ])
+        .args(["cluster", "up"])
+        .args(ONE)
+        .args(["--for", "1s"])
         .args(extra)
         .output()
         .unwrap();
@@ -226,14 +227,7 @@ fn cluster_up_serves_kubectl_with_leases_held_and_nodes_ready_then_cleans_up() {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn killing_kubechaos_outright_takes_every_child_with_it() {
-    let mut cluster = up(&[
-        "--nodes",
-        "1",
-        "--schedulers",
-        "1",
-        "--controller-managers",
-        "1",
-    ]);
+    let mut cluster = up(ONE);
     let needle = cluster.dir.to_string_lossy().into_owned();
     assert!(
         processes_mentioning(&needle).len() >= 4,
@@ -691,14 +685,7 @@ fn keep_leaves_the_run_directory_with_logs_and_kubeconfigs() {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn cluster_status_shows_a_running_cluster_and_cluster_down_stops_it() {
-    let mut cluster = up(&[
-        "--nodes",
-        "1",
-        "--schedulers",
-        "1",
-        "--controller-managers",
-        "1",
-    ]);
+    let mut cluster = up(ONE);
     let dir = cluster.dir.clone();
     let status = kubechaos().args(["cluster", "status"]).output().unwrap();
     let text = String::from_utf8_lossy(&status.stdout).into_owned();
@@ -1206,14 +1193,7 @@ fn repo_path(p: &str) -> PathBuf {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn kubechaos_in_a_pod_judges_its_own_cluster_with_the_shipped_rbac() {
-    let cluster = up(&[
-        "--nodes",
-        "1",
-        "--schedulers",
-        "1",
-        "--controller-managers",
-        "1",
-    ]);
+    let cluster = up(ONE);
     let dir = cluster.dir.clone();
     let rbac = repo_path("ci/kubernetes/rbac.yaml");
     let applied = kubectl(&dir, &["apply", "-f", rbac.to_str().unwrap()]);

@@ -42,21 +42,15 @@ fn write_file(path: &Path, content: &[u8], what: &'static str) -> Result<(), Fai
         source,
     };
     if path == Path::new("-") {
-        use std::io::Write;
+        fn put(mut out: impl std::io::Write, content: &[u8]) -> std::io::Result<()> {
+            out.write_all(content)?;
+            out.flush()
+        }
         return match STDOUT.get() {
-            Some(out) => {
-                let mut out = out.lock().expect("stdout");
-                out.write_all(content)
-                    .and_then(|()| out.flush())
-                    .map_err(io)
-            }
-            None => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(content)
-                    .and_then(|()| out.flush())
-                    .map_err(io)
-            }
-        };
+            Some(out) => put(&*out.lock().expect("stdout"), content),
+            None => put(std::io::stdout().lock(), content),
+        }
+        .map_err(io);
     }
     std::fs::write(path, content).map_err(io)
 }

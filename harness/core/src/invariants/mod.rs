@@ -337,6 +337,27 @@ mod tests {
         )
     }
 
+    /// Pod `ops/op-1` of pod agent `op`, running from the start.
+    fn candidate_op_1() -> Vec<Event> {
+        vec![
+            at(
+                0,
+                EventKind::CandidatePod {
+                    agent: "op".into(),
+                    pod: "ops/op-1".into(),
+                    process: "op-1".into(),
+                },
+            ),
+            at(
+                0,
+                EventKind::ProcessStarted {
+                    process: "op-1".into(),
+                    incarnation: 1,
+                },
+            ),
+        ]
+    }
+
     fn judge_available(events: &[Event], anchor: u64) -> (bool, String) {
         let tl = Timeline::new(events);
         let inv = crate::scenario::Available {
@@ -366,22 +387,8 @@ expect:
             )
         };
         let lease = |t_ms: u64, renew: u64| lease_seen(t_ms, "leader@op-1", renew);
-        let events = vec![
-            at(
-                0,
-                EventKind::CandidatePod {
-                    agent: "op".into(),
-                    pod: "ops/op-1".into(),
-                    process: "op-1".into(),
-                },
-            ),
-            at(
-                0,
-                EventKind::ProcessStarted {
-                    process: "op-1".into(),
-                    incarnation: 1,
-                },
-            ),
+        let mut events = candidate_op_1();
+        events.extend([
             lease(100, 100),
             at(
                 200,
@@ -410,7 +417,7 @@ expect:
             // The observer's next read: renewed before the kill, seen after it.
             lease(5_500, 4_900),
             at(20_000, EventKind::RunEnded {}),
-        ];
+        ]);
         let with = crate::scenario::parse(
             std::path::Path::new("t.yaml"),
             yaml(", identity: '^leader@(.+)$'").as_bytes(),
@@ -461,22 +468,8 @@ expect:
         let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
         let lease = |t_ms: u64, renew: u64| lease_seen(t_ms, "op-1", renew);
         let events = |late: Event| {
-            vec![
-                at(
-                    0,
-                    EventKind::CandidatePod {
-                        agent: "op".into(),
-                        pod: "ops/op-1".into(),
-                        process: "op-1".into(),
-                    },
-                ),
-                at(
-                    0,
-                    EventKind::ProcessStarted {
-                        process: "op-1".into(),
-                        incarnation: 1,
-                    },
-                ),
+            let mut events = candidate_op_1();
+            events.extend([
                 lease(78_700, 78_700),
                 at(
                     80_100,
@@ -490,7 +483,8 @@ expect:
                 ),
                 late,
                 at(140_000, EventKind::RunEnded {}),
-            ]
+            ]);
+            events
         };
         // Delivered at the heal (1m50.1s), renewed at 1m20.8s: ran out at 1m35.8s.
         let v = judge(&s, &events(lease(110_100, 80_800)));
