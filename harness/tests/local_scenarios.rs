@@ -324,12 +324,43 @@ fn an_interrupted_local_run_stops_everything_and_removes_its_directory() {
     assert!(!dir.exists(), "the run directory is removed");
 }
 
-/// Every scheduler pod deleted, nothing else (issue 18): the local control plane showed no
-/// outage (the terminating leader binds its replacements, releases the Lease on SIGTERM, a
-/// replacement takes it at once), and the sim now agrees.
+/// Every scheduler pod deleted, nothing else (issue 18). Whether the terminating leader binds its
+/// replacements before its node stops it is a race on the real control plane too (CI saw it lost
+/// once: no scheduler came back), so the verdicts are not compared; what both backends must show
+/// is how a deleted scheduler ends: on its node's SIGTERM it gives the Lease up
+/// (kube-scheduler's `ReleaseOnCancel`), seen as a Lease without holder within a couple of
+/// seconds, not left to expire 15 s later.
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
-fn deleted_scheduler_pods_bind_their_replacements_on_both() {
-    let (code, text) = agree("harness/tests/fixtures/delete-scheduler-pods.yaml");
-    assert_eq!(code, 0, "{text}");
+fn a_deleted_scheduler_releases_its_lease_on_both() {
+    let scenario = "harness/tests/fixtures/delete-scheduler-pods.yaml";
+    for backend in ["sim", "local"] {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events.jsonl");
+        let (code, text) = play_scenario(
+            Path::new(scenario),
+            backend,
+            &["--events".as_ref(), events.as_os_str()],
+        );
+        assert!(code == 0 || code == 1, "{backend} could not run:\n{text}");
+        let events = read_jsonl(&std::fs::read_to_string(&events).unwrap()).unwrap();
+        let deleted = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                kubechaos_core::events::EventKind::FaultApplied { undo: false, .. } => Some(e.t_ms),
+                _ => None,
+            })
+            .expect("the delete was applied");
+        let released = events.iter().any(|e| {
+            matches!(&e.kind, kubechaos_core::events::EventKind::LeaseObserved { lease, holder, .. }
+                if lease == "kube-system/kube-scheduler"
+                    && holder.as_deref().unwrap_or("").is_empty())
+                && e.t_ms > deleted
+                && e.t_ms <= deleted + 3_000
+        });
+        assert!(
+            released,
+            "{backend}: the Lease was not given up within 3s of the delete:\n{text}"
+        );
+    }
 }

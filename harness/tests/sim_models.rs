@@ -344,12 +344,12 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
     );
 }
 
-/// kube-scheduler's pod deleted (issue 18's disagreement, pinned on the local control plane by
-/// `local_scenarios.rs::deleted_scheduler_pods_bind_their_replacements_on_both`): upstream keeps
-/// scheduling until its kubelet's SIGTERM, binds its own replacements meanwhile, then releases
-/// the Lease (`ReleaseOnCancel`) and exits 0; a replacement takes the Lease at once. The model
-/// did none of that (killed at once, the Lease left to expire, nothing bound: a 69 s outage that
-/// never happened).
+/// kube-scheduler's pod deleted (issue 18's disagreement; the release is checked on the local
+/// control plane too, `local_scenarios.rs::a_deleted_scheduler_releases_its_lease_on_both`):
+/// upstream keeps scheduling until its kubelet's SIGTERM, binds what is pending meanwhile (its
+/// own replacements, when the race goes that way: it does at this seed), then releases the Lease
+/// (`ReleaseOnCancel`) and exits 0; a replacement takes the Lease at once. The model did none of
+/// that (killed at once, the Lease left to expire, nothing bound).
 #[test]
 fn a_deleted_scheduler_releases_its_lease_and_its_replacements_take_over() {
     let yaml = std::fs::read_to_string(

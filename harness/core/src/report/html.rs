@@ -686,6 +686,13 @@ fn pod_lanes(events: &[Event], end_ms: u64) -> Vec<Lane> {
                  bound,
              }| {
                 let mut lane = Lane::new(format!("pod:{pod}"), pod.clone());
+                // The observer can see a pod bound before kubechaos records having created it
+                // (the scheduler answered within the create's round trip): bound no earlier than
+                // created.
+                let bound = match (&created, bound) {
+                    (Some((t, _)), Some((b, node))) => Some((b.max(*t), node)),
+                    (_, bound) => bound,
+                };
                 if let Some((t, inv)) = created {
                     lane.mark(
                         t,
@@ -1035,6 +1042,34 @@ mod tests {
                 (10_000, 15_000, "down"),
                 (15_000, 60_000, "up")
             ]
+        );
+    }
+
+    /// Found by the real tier: on the local control plane the observer saw a probe bound before
+    /// kubechaos recorded creating it, and building the page panicked on the negative wait.
+    #[test]
+    fn a_probe_seen_bound_before_its_creation_was_recorded_is_bound_at_creation() {
+        let events = vec![
+            started(),
+            ev(
+                9_990,
+                EventKind::PodBound {
+                    pod: "kubechaos/probe-1".into(),
+                    node: "node-0".into(),
+                },
+            ),
+            ev(
+                10_000,
+                EventKind::ProbeCreated {
+                    invariant: 0,
+                    pod: "kubechaos/probe-1".into(),
+                },
+            ),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!(
+            spans(lane(&m, "pod:kubechaos/probe-1")),
+            vec![(10_000, 10_000, "pending"), (10_000, 60_000, "bound")]
         );
     }
 
