@@ -106,6 +106,79 @@ fn the_self_hosted_traps_fail_without_their_recovery() {
     }
 }
 
+/// A trap for each degradation fault fails on the sim, each violation saying what kept the
+/// Lease from being taken: a lossy link or Lease updates answered with 500 still in effect, or
+/// (after a slow link) the candidate still waiting out the lease from its first read.
+#[test]
+fn the_degradation_traps_fail_and_say_what_held_the_lease_back() {
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "trap-slow-api-server.yaml",
+            &[
+                "FAIL  leader-reacquired kube-system/kube-scheduler",
+                // Its first read after the delay starts client-go's wait of a lease duration.
+                "kube-scheduler-0 (until 1m1",
+                "was still waiting out the lease as client-go does",
+                "PASS  single-leader",
+            ],
+        ),
+        (
+            "trap-lossy-link.yaml",
+            &[
+                "FAIL  leader-reacquired kube-system/kube-scheduler",
+                "was held back by `loss: {between: [kube-scheduler, api-server], ratio: 0.99}`",
+            ],
+        ),
+        (
+            "trap-lease-update-errors.yaml",
+            &[
+                "FAIL  leader-reacquired kube-system/kube-scheduler",
+                "kube-scheduler-0, kube-scheduler-1 were held back by `api-errors: {status: 500, ratio: 1, verbs: [update], resources: [leases], users: [system:kube-scheduler]}`",
+            ],
+        ),
+    ];
+    for (file, expected) in cases {
+        for seed in ["1", "2", "3"] {
+            let mut a = kubechaos()
+                .args(["scenario", &fixture(file), "--seed", seed])
+                .assert()
+                .code(1);
+            for e in expected {
+                a = a.stdout(predicate::str::contains(*e));
+            }
+        }
+    }
+}
+
+/// A degradation fault that the backend cannot carry out honestly is refused before the run:
+/// reads cannot be failed through admission on local, and the kube backend refuses delays,
+/// losses and API errors.
+#[test]
+fn degradation_faults_a_backend_cannot_do_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reads.yaml");
+    std::fs::write(
+        &file,
+        "name: reads\ncluster: {nodes: 1, components: {kube-scheduler: {replicas: 1}}}\nfaults:\n  - {at: 1s, for: 5s, api-errors: {status: 500, verbs: [get, update]}}\n  - {at: 2s, for: 5s, delay: {from: kube-scheduler, to: api-server, latency: 1s}}\n",
+    )
+    .unwrap();
+    kubechaos()
+        .args(["validate", file.to_str().unwrap(), "--backend", "local"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("reads.yaml:4:5: `api-errors` on get: the local backend makes the real API server answer with errors through an admission webhook, and admission sees writes only"));
+    kubechaos()
+        .args(["validate", file.to_str().unwrap(), "--backend", "kube"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("reads.yaml:4:5: `api-errors: {status: 500, ratio: 1, verbs: [get, update]}`: the kube backend cannot make an existing cluster's API server answer with errors"))
+        .stderr(predicate::str::contains("reads.yaml:5:5: `delay: {from: kube-scheduler, to: api-server, latency: 1s}`: `delay` needs a delaying proxy"));
+    kubechaos()
+        .args(["validate", file.to_str().unwrap()])
+        .assert()
+        .code(0);
+}
+
 #[test]
 fn a_violation_exits_1_names_the_lease_and_prints_the_replay_command() {
     kubechaos()

@@ -223,6 +223,48 @@ fn the_trap_of_both_is_a_violation_on_both() {
 
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn slow_api_server_agrees() {
+    agree_and_pass("slow-api-server");
+}
+
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn lease_update_errors_agree() {
+    let (code, text) = agree("lease-update-errors");
+    assert_eq!(code, 0, "{text}");
+    // The real API server answered through the webhook: it was registered, and it is gone with
+    // the cluster.
+    assert!(
+        text.contains(
+            "api-errors: {status: 500, ratio: 0.5, verbs: [update], resources: [leases]}"
+        ),
+        "{text}"
+    );
+}
+
+/// A slow link and failing Lease updates are caught on both: the lone slowed scheduler is still
+/// waiting out the lease when the deadline passes (client-go waits a full lease duration from
+/// its first read), and no scheduler can write the Lease while its updates fail.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_slow_api_server_trap_is_a_violation_on_both() {
+    trapped(
+        "trap-slow-api-server",
+        "was still waiting out the lease as client-go does",
+    );
+}
+
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_lease_update_errors_trap_is_a_violation_on_both() {
+    trapped(
+        "trap-lease-update-errors",
+        "were held back by `api-errors: {status: 500, ratio: 1, verbs: [update], resources: [leases], users: [system:kube-scheduler]}`, still in effect",
+    );
+}
+
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn scheduler_leader_partition_agrees() {
     agree_and_pass("scheduler-leader-partition");
 }

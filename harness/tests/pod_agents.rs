@@ -103,7 +103,12 @@ fn a_client_go_deployment_that_gives_up_is_caught() {
             && violation.contains("last holder client-go-agent-"),
         "{violation}"
     );
-    assert!(text.contains("but none is trying"), "{text}");
+    // The replica not cut off is free to take the Lease and does not try (the cut-off one may
+    // still be held back by the partition at the deadline, and is said to be).
+    assert!(
+        text.contains("but none is trying") || text.contains("free to take it but not trying"),
+        "{text}"
+    );
     // Its leadership was read from client-go's own log lines (no JSON reports were read).
     assert!(
         text.contains(

@@ -173,6 +173,9 @@ fn sim_with_api_server() -> (
         store.clone(),
         Arc::new(true.into()),
         clock.clone(),
+        Arc::new(Mutex::new(
+            kubechaos_engine::backend::sim::apiserver::Degraded::new(1),
+        )),
     ));
     sim.host("api-server", move || api.clone().serve());
     (sim, recorder, clock, store)

@@ -346,16 +346,48 @@ impl Elector {
         }
         self.leading = false;
         let lease = self.lease();
+        let released = self.try_release().await;
+        tracing::info!(lease = %lease, identity = %self.identity, released, "stopped leading: asked to terminate");
+        self.reporter.stopped_leading(
+            &lease,
+            &self.identity,
+            if released {
+                "asked to terminate: released the lease (ReleaseOnCancel)"
+            } else {
+                "asked to terminate: the lease could not be released"
+            },
+        );
+    }
+
+    /// client-go's `release` after a renew that failed (its `renew` ends with it when
+    /// `ReleaseOnCancel` is set): the leader that just stopped tries to give the Lease up
+    /// before it goes on (kube-scheduler then exits). Bounded by the renew deadline; a Lease
+    /// that cannot be read (the API server unreachable, slow) is left as it is.
+    pub(crate) async fn release_lost(&mut self) {
+        let released = self.try_release().await;
+        tracing::info!(lease = %self.lease(), identity = %self.identity, released, "released after a failed renew");
+    }
+
+    /// `tryRelease`: read the Lease, and if the record last observed names this candidate
+    /// (client-go's `IsLeader`), write it with no holder and a one-second duration; retried on
+    /// a conflict; within the renew deadline. Whether it was written.
+    async fn try_release(&mut self) -> bool {
         let deadline = Instant::now() + self.config.renew_deadline;
-        let released = tokio::time::timeout_at(deadline, async {
+        let ours = self
+            .observed
+            .as_ref()
+            .and_then(|o| o.lease.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_deref())
+            == Some(self.identity.as_str());
+        tokio::time::timeout_at(deadline, async {
             loop {
                 let Ok(Some(mut current)) = self.api.get_opt(&self.name).await else {
                     return false;
                 };
-                let spec = current.spec.clone().unwrap_or_default();
-                if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
-                    return true; // not ours any more: nothing to give up
+                if !ours {
+                    return true; // not leading: nothing to give up
                 }
+                let spec = current.spec.clone().unwrap_or_default();
                 let wall = MicroTime(self.clock.wall());
                 current.spec = Some(LeaseSpec {
                     holder_identity: Some(String::new()),
@@ -377,17 +409,7 @@ impl Elector {
             }
         })
         .await
-        .unwrap_or(false);
-        tracing::info!(lease = %lease, identity = %self.identity, released, "stopped leading: asked to terminate");
-        self.reporter.stopped_leading(
-            &lease,
-            &self.identity,
-            if released {
-                "asked to terminate: released the lease (ReleaseOnCancel)"
-            } else {
-                "asked to terminate: the lease could not be released"
-            },
-        );
+        .unwrap_or(false)
     }
 
     /// Update the lease (with its resourceVersion: a stale write is a 409) and remember what

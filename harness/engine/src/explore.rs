@@ -3,7 +3,8 @@
 //!
 //! A topology is a scenario file whose `cluster:` and `expect:` are kept; its `faults:` are
 //! replaced by generated ones. Schedules are proptest strategies of the scenario model's own
-//! actions (API-server stops, crashes and restarts; kills; removals and partitions with `for:`
+//! actions (API-server stops, crashes and restarts; kills; removals, partitions, delays and
+//! losses on a link to the API server, and Lease updates answered with errors, with `for:`
 //! durations; leader-targeted or by replica), played as model values (no YAML in between), so
 //! shrinking comes from proptest's value trees: fewer faults, shorter durations, earlier times,
 //! simpler kinds. Only a violation's shrunk schedule is written out as text.
@@ -30,7 +31,8 @@ use kubechaos_core::error::SyntaxError;
 use kubechaos_core::scenario::duration::human;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{
-    self, Action, Partition, Pos, ProcessOp, Scenario, Selector, Step, Target,
+    self, Action, ApiErrors, Delay, Loss, Partition, Pos, ProcessOp, Ratio, Scenario, Selector,
+    Step, Target,
 };
 
 /// Virtual milliseconds per simulation step while exploring: five times the sim's default,
@@ -92,8 +94,8 @@ impl GenFault {
             id: None,
             for_: self
                 .action
-                .undo()
-                .map(|_| Duration::from_secs(self.for_s.into())),
+                .undoable()
+                .then(|| Duration::from_secs(self.for_s.into())),
             action: self.action.clone(),
             pos: Pos::default(),
             target_pos: Vec::new(),
@@ -266,7 +268,55 @@ impl Topology {
                     })
                     .boxed(),
             );
+            // Degradation: a slow or lossy link to the API server.
+            let pool = self.partition_pool.clone();
+            kinds.push(
+                (0..parts, any::<bool>(), 1u64..=15)
+                    .prop_map(move |(t, oneway, secs)| {
+                        Action::Delay(Delay {
+                            link: Partition {
+                                a: pool[t].clone(),
+                                b: Target::ApiServer,
+                                oneway,
+                            },
+                            latency: Duration::from_secs(secs),
+                            jitter: Duration::ZERO,
+                        })
+                    })
+                    .boxed(),
+            );
+            let pool = self.partition_pool.clone();
+            kinds.push(
+                (0..parts, any::<bool>(), 1u32..=9)
+                    .prop_map(move |(t, oneway, tenths)| {
+                        Action::Loss(Loss {
+                            link: Partition {
+                                a: pool[t].clone(),
+                                b: Target::ApiServer,
+                                oneway,
+                            },
+                            ratio: Ratio::new(f64::from(tenths) / 10.0),
+                        })
+                    })
+                    .boxed(),
+            );
         }
+        // Lease updates answered with 500 (or 429 with Retry-After), for some or all.
+        kinds.push(
+            (1u32..=10, any::<bool>())
+                .prop_map(|(tenths, throttled)| {
+                    Action::ApiErrors(ApiErrors {
+                        status: if throttled { 429 } else { 500 },
+                        ratio: Ratio::new(f64::from(tenths) / 10.0),
+                        retry_after: throttled.then(|| Duration::from_secs(5)),
+                        verbs: vec!["update".into()],
+                        resources: vec!["leases".into()],
+                        namespaces: Vec::new(),
+                        users: Vec::new(),
+                    })
+                })
+                .boxed(),
+        );
         let kind = proptest::strategy::Union::new(kinds);
         // Times shrink towards 5s (leaders have settled), durations towards 1s.
         let fault =

@@ -152,7 +152,10 @@ pub fn dry_run(s: &Scenario, plan: &Plan, backend: &dyn Playable) -> String {
                     | Action::Heal(_)
                     | Action::Kill(_)
                     | Action::Remove(_)
-                    | Action::Start(_) => backend.describe(action),
+                    | Action::Start(_)
+                    | Action::Delay(_)
+                    | Action::Loss(_)
+                    | Action::ApiErrors(_) => backend.describe(action),
                 };
                 let via = if action.is_api_level() {
                     "via the API".to_owned()

@@ -49,6 +49,25 @@ pub(crate) struct Timeline<'a> {
     pod_agents: BTreeMap<String, PodNaming>,
 }
 
+/// A fault that can keep candidates from a Lease, and while.
+pub(crate) struct Hindrance {
+    /// The step's action, as written.
+    pub(crate) fault: String,
+    /// The processes it acts on; `None`: every client.
+    pub(crate) on: Option<Vec<String>>,
+    /// When it ended; `None`: still in effect.
+    pub(crate) until: Option<u64>,
+}
+
+impl Hindrance {
+    /// Whether it acts on `process`.
+    pub(crate) fn on(&self, process: &str) -> bool {
+        self.on
+            .as_ref()
+            .is_none_or(|on| on.iter().any(|p| p == process))
+    }
+}
+
 /// How a pod agent's holder identities name its pods: its `identity` pattern, and its candidate
 /// pods.
 struct PodNaming {
@@ -217,6 +236,96 @@ impl<'a> Timeline<'a> {
             EventKind::PodBound { pod: p, node } if p == pod => Some((e.t_ms, node.clone())),
             _ => None,
         })
+    }
+
+    /// When the incarnation of `process` running at `t` started.
+    fn started_at(&self, process: &str, t: u64) -> Option<u64> {
+        let mut since = None;
+        for e in self.events.iter().take_while(|e| e.t_ms <= t) {
+            match &e.kind {
+                EventKind::ProcessStarted { process: p, .. } if p == process => {
+                    since = Some(e.t_ms)
+                }
+                EventKind::ProcessExited { process: p, .. } if p == process => since = None,
+                _ => {}
+            }
+        }
+        since
+    }
+
+    /// The faults applied by `t` that can keep a candidate from a Lease, as the file writes
+    /// them, each with the processes it acts on (`None`: every client) and when it ended (`None`:
+    /// still in effect at `t`): partitions, delays and losses (on the links they were applied
+    /// to) until undone or healed, API errors until undone, and an API server or etcd stopped
+    /// until started again.
+    fn hindrances(&self, s: &Scenario, t: u64) -> Vec<Hindrance> {
+        use crate::scenario::{Action, ProcessOp};
+        let mut all: Vec<Hindrance> = Vec::new();
+        // Index in `all` of each step's open hindrance.
+        let mut open: BTreeMap<usize, usize> = BTreeMap::new();
+        for e in self.events.iter().take_while(|e| e.t_ms <= t) {
+            let EventKind::FaultApplied {
+                step, undo, detail, ..
+            } = &e.kind
+            else {
+                continue;
+            };
+            let Some(f) = s.faults.get(*step) else {
+                continue;
+            };
+            let mut close = |which: &dyn Fn(&Action) -> bool, open: &mut BTreeMap<usize, usize>| {
+                open.retain(|k, i| {
+                    if which(&s.faults[*k].action) {
+                        all[*i].until = Some(e.t_ms);
+                        false
+                    } else {
+                        true
+                    }
+                });
+            };
+            if *undo {
+                if let Some(i) = open.remove(step) {
+                    all[i].until = Some(e.t_ms);
+                }
+                continue;
+            }
+            let on = match &f.action {
+                Action::Partition(_) | Action::Delay(_) | Action::Loss(_) => Some(Some(
+                    // The links it was applied to: `a <-> b, c -> d`.
+                    detail
+                        .split(", ")
+                        .flat_map(|link| link.split(' '))
+                        .filter(|w| !w.is_empty() && !matches!(*w, "<->" | "->"))
+                        .map(str::to_owned)
+                        .collect(),
+                )),
+                Action::ApiErrors(_)
+                | Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash)
+                | Action::Etcd(ProcessOp::Stop | ProcessOp::Crash) => Some(None),
+                Action::Heal(_) => {
+                    close(&|a| a.link().is_some(), &mut open);
+                    None
+                }
+                Action::ApiServer(ProcessOp::Start | ProcessOp::Restart) => {
+                    close(&|a| matches!(a, Action::ApiServer(_)), &mut open);
+                    None
+                }
+                Action::Etcd(ProcessOp::Start | ProcessOp::Restart) => {
+                    close(&|a| matches!(a, Action::Etcd(_)), &mut open);
+                    None
+                }
+                _ => None,
+            };
+            if let Some(on) = on {
+                open.insert(*step, all.len());
+                all.push(Hindrance {
+                    fault: f.action.to_string(),
+                    on,
+                    until: None,
+                });
+            }
+        }
+        all
     }
 
     /// Candidate processes running at `t`.
@@ -497,6 +606,93 @@ expect:
         // The same renewal seen while it was valid is leadership.
         let v = judge(&s, &events(lease(81_000, 80_800)));
         assert!(v[0].held, "{}", v[0].message);
+    }
+
+    /// A violation says only what the timeline shows: a fault still in effect, a candidate
+    /// still waiting out the lease as client-go does, and "none is trying" only when neither
+    /// explains why nobody holds it.
+    #[test]
+    fn a_lost_lease_says_why_nobody_took_it_only_as_far_as_the_timeline_shows() {
+        let verdict = |faults: &str, within: &str, restart: u64, undo: bool| {
+            let yaml = format!(
+                "name: t
+cluster:
+  agents: [{{name: op, lease: ops/op, pods: {{namespace: ops, selector: app=op}}}}]
+faults: [{faults}]
+expect:
+  - leader-reacquired: {{lease: ops/op, within: {within}}}
+"
+            );
+            let s =
+                crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+            let mut events = candidate_op_1();
+            let applied = |undo: bool| {
+                at(
+                    20_000,
+                    EventKind::FaultApplied {
+                        step: 0,
+                        id: None,
+                        action: s.faults[0].action.to_string(),
+                        undo,
+                        detail: "op-1 -> api-server".into(),
+                    },
+                )
+            };
+            events.extend([
+                lease_seen(10_000, "op-1_a", 10_000),
+                applied(false),
+                at(
+                    20_000,
+                    EventKind::ProcessExited {
+                        process: "op-1".into(),
+                        reason: "killed".into(),
+                    },
+                ),
+                at(
+                    restart,
+                    EventKind::ProcessStarted {
+                        process: "op-1".into(),
+                        incarnation: 2,
+                    },
+                ),
+            ]);
+            if undo {
+                events.push(applied(true));
+            }
+            events.push(at(200_000, EventKind::RunEnded {}));
+            let v = judge(&s, &events);
+            assert!(!v[0].held);
+            v[0].message.clone()
+        };
+        // Restarted at 25s: it waits a full lease duration from its start, until 40s.
+        let m = verdict("{at: 20s, kill: agent/op}", "10s", 25_000, false);
+        assert!(
+            m.contains("op-1 (until 40.0s) was still waiting out the lease as client-go does"),
+            "{m}"
+        );
+        assert!(!m.contains("none is trying"), "{m}");
+        // Long after its wait ended, with nothing in its way: none is trying.
+        let m = verdict("{at: 20s, kill: agent/op}", "1m", 25_000, false);
+        assert!(
+            m.contains("every candidate is alive (op-1) but none is trying"),
+            "{m}"
+        );
+        // A delay still in effect at the deadline is said, not "none is trying".
+        let m = verdict(
+            "{at: 20s, delay: {from: agent/op, to: api-server, latency: 12s}}",
+            "1m",
+            25_000,
+            false,
+        );
+        assert!(m.contains("op-1 was held back by `delay: {from: agent/op, to: api-server, latency: 12s}`, still in effect"), "{m}");
+        // Undone by its `for`: no longer in the way.
+        let m = verdict(
+            "{at: 20s, for: 1s, api-errors: {status: 500, verbs: [update]}}",
+            "1m",
+            25_000,
+            true,
+        );
+        assert!(m.contains("but none is trying"), "{m}");
     }
 
     #[test]

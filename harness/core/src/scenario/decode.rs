@@ -38,6 +38,9 @@ pub(crate) const ACTION_KEYS: &[&str] = &[
     "delete-pods",
     "recover",
     "bind",
+    "delay",
+    "loss",
+    "api-errors",
 ];
 /// Invariant keys.
 pub(crate) const INVARIANT_KEYS: &[&str] = &[
@@ -834,6 +837,44 @@ impl Decoder {
                     node: node_name?,
                 })
             }
+            "delay" => {
+                let f = self.fields(
+                    value,
+                    "`delay`",
+                    &["from", "to", "between", "latency", "jitter"],
+                )?;
+                let link = self.link(&f, value, "delay", &mut target_pos);
+                let latency = self
+                    .required(&f, value.pos, "latency", "`delay`")
+                    .and_then(|n| self.positive(n, "`delay.latency`"));
+                let jitter = match f.get("jitter") {
+                    Some(n) => self.duration(n, "`delay.jitter`"),
+                    None => Some(Duration::ZERO),
+                };
+                if let (Some(l), Some(j), Some(n)) = (latency, jitter, f.get("jitter")) {
+                    if j > l {
+                        self.problem(n.pos, format!("`delay.jitter` is {}, more than the latency {}; expected a jitter of at most the latency (a message cannot arrive before it was sent)", duration::human(j), duration::human(l)));
+                        return None;
+                    }
+                }
+                Action::Delay(Delay {
+                    link: link?,
+                    latency: latency?,
+                    jitter: jitter?,
+                })
+            }
+            "loss" => {
+                let f = self.fields(value, "`loss`", &["from", "to", "between", "ratio"])?;
+                let link = self.link(&f, value, "loss", &mut target_pos);
+                let ratio = self
+                    .required(&f, value.pos, "ratio", "`loss`")
+                    .and_then(|n| self.ratio(n, "`loss.ratio`", false));
+                Action::Loss(Loss {
+                    link: link?,
+                    ratio: ratio?,
+                })
+            }
+            "api-errors" => Action::ApiErrors(self.api_errors(value)?),
             _ => unreachable!("ACTION_KEYS covers every key"),
         };
         Some(Step {
@@ -884,6 +925,244 @@ impl Decoder {
                 None
             }
         }
+    }
+
+    /// The link of `delay` or `loss`: `from`/`to` (one way) or `between: [A, B]` (both).
+    fn link(
+        &mut self,
+        f: &Fields<'_>,
+        node: &Node,
+        key: &str,
+        target_pos: &mut Vec<Pos>,
+    ) -> Option<Partition> {
+        let expected = format!(
+            "expected `from: A, to: B` (one way) or `between: [A, B]` (both ways) in `{key}`"
+        );
+        match (f.get("between"), f.get("from"), f.get("to")) {
+            (Some(between), None, None) => match &between.value {
+                Value::Seq(items) if items.len() == 2 => {
+                    let a = self.target(&items[0], &format!("`{key}.between`"));
+                    let b = self.target(&items[1], &format!("`{key}.between`"));
+                    target_pos.extend([items[0].pos, items[1].pos]);
+                    Some(Partition {
+                        a: a?,
+                        b: b?,
+                        oneway: false,
+                    })
+                }
+                other => {
+                    self.problem(
+                        between.pos,
+                        format!(
+                            "`{key}.between` is {}; expected two targets `[A, B]`",
+                            match other {
+                                Value::Seq(items) => format!("a list of {}", items.len()),
+                                v => v.kind().to_owned(),
+                            }
+                        ),
+                    );
+                    None
+                }
+            },
+            (None, Some(from), Some(to)) => {
+                let a = self.target(from, &format!("`{key}.from`"));
+                let b = self.target(to, &format!("`{key}.to`"));
+                target_pos.extend([from.pos, to.pos]);
+                Some(Partition {
+                    a: a?,
+                    b: b?,
+                    oneway: true,
+                })
+            }
+            (Some(_), _, _) => {
+                self.problem(
+                    node.pos,
+                    format!("`{key}` has both `between` and `from`/`to`; {expected}"),
+                );
+                None
+            }
+            _ => {
+                self.problem(node.pos, format!("`{key}` names no link; {expected}"));
+                None
+            }
+        }
+    }
+
+    /// A duration above zero.
+    fn positive(&mut self, node: &Node, what: &str) -> Option<Duration> {
+        let d = self.duration(node, what)?;
+        if d.is_zero() {
+            self.problem(
+                node.pos,
+                format!("{what} is 0; expected a duration above zero, like 500ms or 3s"),
+            );
+            return None;
+        }
+        Some(d)
+    }
+
+    /// A ratio: above 0 and below 1, or up to 1 with `whole`.
+    fn ratio(&mut self, node: &Node, what: &str, whole: bool) -> Option<Ratio> {
+        let range = if whole {
+            "above 0 and at most 1"
+        } else {
+            "above 0 and below 1"
+        };
+        let f = match &node.value {
+            Value::Int(n) => *n as f64,
+            Value::Float(f) => *f,
+            other => {
+                self.problem(
+                    node.pos,
+                    format!(
+                        "{what} is {}; expected a number {range}, like 0.3",
+                        other.kind()
+                    ),
+                );
+                return None;
+            }
+        };
+        let ok = f > 0.0 && (f < 1.0 || (whole && f == 1.0));
+        if !ok || Ratio::new(f).get() == 0.0 {
+            let hint = if !whole && f >= 1.0 {
+                " (a link that loses every message is a `partition`)"
+            } else {
+                ""
+            };
+            self.problem(
+                node.pos,
+                format!("{what} is {f}; expected a number {range}{hint}"),
+            );
+            return None;
+        }
+        Some(Ratio::new(f))
+    }
+
+    /// A list of strings.
+    fn strings(&mut self, node: &Node, what: &str) -> Option<Vec<String>> {
+        let Value::Seq(items) = &node.value else {
+            self.problem(
+                node.pos,
+                format!(
+                    "{what} is {}; expected a list like `[a, b]`",
+                    node.value.kind()
+                ),
+            );
+            return None;
+        };
+        let mut out = Vec::new();
+        for item in items {
+            out.push(self.string(item, what)?);
+        }
+        if out.is_empty() {
+            self.problem(
+                node.pos,
+                format!(
+                    "{what} is empty; expected at least one entry, or no `{}` at all (any)",
+                    what.trim_matches('`').rsplit('.').next().unwrap_or(what)
+                ),
+            );
+            return None;
+        }
+        Some(out)
+    }
+
+    fn api_errors(&mut self, node: &Node) -> Option<ApiErrors> {
+        const KEYS: &[&str] = &[
+            "status",
+            "ratio",
+            "retry-after",
+            "verbs",
+            "resources",
+            "namespaces",
+            "users",
+        ];
+        let f = self.fields(node, "`api-errors`", KEYS)?;
+        let status = self
+            .required(&f, node.pos, "status", "`api-errors`")
+            .and_then(|n| match &n.value {
+                Value::Int(code) if (400..=599).contains(code) => Some(*code as u16),
+                other => {
+                    let seen = match other {
+                        Value::Int(code) => code.to_string(),
+                        v => v.kind().to_owned(),
+                    };
+                    self.problem(n.pos, format!("`api-errors.status` is {seen}; expected an HTTP error status from 400 to 599, like 500, 503 or 429"));
+                    None
+                }
+            });
+        let ratio = match f.get("ratio") {
+            Some(n) => self.ratio(n, "`api-errors.ratio`", true),
+            None => Some(Ratio::new(1.0)),
+        };
+        let retry_after = match f.get("retry-after") {
+            Some(n) => {
+                let d = self.positive(n, "`api-errors.retry-after`");
+                if let Some(d) = d {
+                    if d.subsec_millis() != 0 {
+                        self.problem(n.pos, format!("`api-errors.retry-after` is {}; expected whole seconds (the `Retry-After` header counts seconds), like 5s", duration::human(d)));
+                        return None;
+                    }
+                }
+                Some(d?)
+            }
+            None => None,
+        };
+        let mut list = |key: &str| match f.get(key) {
+            Some(n) => self
+                .strings(n, &format!("`api-errors.{key}`"))
+                .map(|l| (l, Some(n.pos))),
+            None => Some((Vec::new(), None)),
+        };
+        let verbs = list("verbs");
+        let resources = list("resources");
+        let namespaces = list("namespaces");
+        let users = list("users");
+        if let Some((vs, Some(pos))) = &verbs {
+            for v in vs {
+                if !API_VERBS.contains(&v.as_str()) {
+                    let hint = suggest(v, API_VERBS)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default();
+                    self.problem(
+                        *pos,
+                        format!(
+                            "`api-errors.verbs` has `{v}`{hint}; expected verbs among {}",
+                            ticked(API_VERBS)
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some((rs, Some(pos))) = &resources {
+            for r in rs {
+                let ok = r.split('/').count() <= 2
+                    && r.split('/').all(|p| {
+                        !p.is_empty()
+                            && p.chars().all(|c| {
+                                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'
+                            })
+                    });
+                if !ok {
+                    self.problem(*pos, format!("`api-errors.resources` has `{r}`; expected resources as the API names them, plural and lower-case, a subresource after a `/`: `leases`, `pods`, `pods/binding`"));
+                }
+            }
+        }
+        let (verbs, resources, namespaces, users) =
+            (verbs?.0, resources?.0, namespaces?.0, users?.0);
+        if verbs.is_empty() && resources.is_empty() && namespaces.is_empty() && users.is_empty() {
+            self.problem(node.pos, "`api-errors` matches every request; expected at least one of `verbs`, `resources`, `namespaces` or `users`, so that it says which requests fail (every request failing is `api-server: stop`)".to_owned());
+            return None;
+        }
+        Some(ApiErrors {
+            status: status?,
+            ratio: ratio?,
+            retry_after,
+            verbs,
+            resources,
+            namespaces,
+            users,
+        })
     }
 
     fn invariant(&mut self, node: &Node) -> Option<Invariant> {
@@ -1269,6 +1548,26 @@ mod tests {
                 "bind: {pod: default/p, node: node-0}",
                 "bind: {pod: default/p, node: node-0}",
             ),
+            (
+                "delay: {from: kube-scheduler/leader, to: api-server, latency: 3s, jitter: 500ms}",
+                "delay: {from: kube-scheduler/leader, to: api-server, latency: 3s, jitter: 500ms}",
+            ),
+            (
+                "delay: {between: [agent/a, api-server], latency: 1500ms}",
+                "delay: {between: [agent/a, api-server], latency: 1.5s}",
+            ),
+            (
+                "loss: {from: api-server, to: etcd, ratio: 0.3}",
+                "loss: {from: api-server, to: etcd, ratio: 0.3}",
+            ),
+            (
+                "api-errors: {status: 500, ratio: 0.5, verbs: [update], resources: [leases]}",
+                "api-errors: {status: 500, ratio: 0.5, verbs: [update], resources: [leases]}",
+            ),
+            (
+                "api-errors: {status: 429, retry-after: 5s, users: ['system:kube-scheduler']}",
+                "api-errors: {status: 429, ratio: 1, retry-after: 5s, users: [system:kube-scheduler]}",
+            ),
         ];
         let keys: std::collections::BTreeSet<&str> = steps
             .iter()
@@ -1375,6 +1674,44 @@ mod tests {
         );
         assert!(
             lines[3].starts_with("t.yaml:10:5: a fault step has no action"),
+            "{err}"
+        );
+    }
+
+    /// Degradation faults refuse what means nothing: each problem at its position, with what
+    /// is expected.
+    #[test]
+    fn degradation_faults_refuse_what_means_nothing() {
+        let cases = [
+            ("loss: {from: api-server, to: etcd, ratio: 1.5}", ":7:56: `loss.ratio` is 1.5; expected a number above 0 and below 1"),
+            ("loss: {from: api-server, to: etcd, ratio: 1}", "(a link that loses every message is a `partition`)"),
+            ("loss: {between: [api-server, etcd], ratio: 0}", "`loss.ratio` is 0; expected a number above 0 and below 1"),
+            ("loss: {from: api-server, to: etcd, ratio: high}", "`loss.ratio` is a string; expected a number above 0 and below 1"),
+            ("api-errors: {status: 500, ratio: -0.5, verbs: [update]}", "`api-errors.ratio` is -0.5; expected a number above 0 and at most 1"),
+            ("delay: {from: api-server, to: etcd, latency: 0s}", "`delay.latency` is 0; expected a duration above zero"),
+            ("delay: {from: api-server, to: etcd, latency: -1s}", "`delay.latency`: "),
+            ("delay: {from: api-server, to: etcd, latency: 1s, jitter: 2s}", "`delay.jitter` is 2s, more than the latency 1s"),
+            ("delay: {from: api-server, latency: 1s}", "`delay` names no link; expected `from: A, to: B` (one way) or `between: [A, B]` (both ways)"),
+            ("delay: {between: [api-server], latency: 1s}", "`delay.between` is a list of 1; expected two targets `[A, B]`"),
+            ("delay: {between: [api-server, etcd], from: etcd, to: api-server, latency: 1s}", "has both `between` and `from`/`to`"),
+            ("delay: {between: [api-server, schedular], latency: 1s}", "`delay.between`: unknown target `schedular`"),
+            ("api-errors: {status: 200, verbs: [update]}", ":7:35: `api-errors.status` is 200; expected an HTTP error status from 400 to 599"),
+            ("api-errors: {status: '500', verbs: [update]}", "`api-errors.status` is a string; expected an HTTP error status"),
+            ("api-errors: {status: 500}", ":7:26: `api-errors` matches every request; expected at least one of `verbs`, `resources`, `namespaces` or `users`"),
+            ("api-errors: {status: 500, verbs: []}", "`api-errors.verbs` is empty; expected at least one entry"),
+            ("api-errors: {status: 500, verbs: [updat]}", "`api-errors.verbs` has `updat` (did you mean `update`?); expected verbs among"),
+            ("api-errors: {status: 500, resources: [Leases]}", "`api-errors.resources` has `Leases`; expected resources as the API names them"),
+            ("api-errors: {status: 429, retry-after: 1500ms, verbs: [get]}", "`api-errors.retry-after` is 1.5s; expected whole seconds"),
+            ("api-errors: {status: 500, verbs: [update], code: 3}", "unknown key `code` in `api-errors`"),
+        ];
+        for (step, expected) in cases {
+            let err = scenario(&format!("  - {{at: 1s, {step}}}\n")).unwrap_err();
+            assert!(err.contains(expected), "{step}: {err}");
+        }
+        let err = scenario("  - {at: 1s, for: 5s, delay: {between: [etcd, etcd], latency: 1s}}\n")
+            .unwrap_err();
+        assert!(
+            err.contains("`delay` acts on a link from `etcd` to itself"),
             "{err}"
         );
     }

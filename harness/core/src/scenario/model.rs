@@ -430,6 +430,14 @@ pub enum Action {
     Recover(Recover),
     /// POST a Binding for a pending pod.
     Bind(Bind),
+    /// Traffic on a link arrives late: `{from: A, to: B, latency, jitter}` one way, or
+    /// `{between: [A, B], …}` both ways.
+    Delay(#[schemars(with = "DelayText")] Delay),
+    /// Packets on a link are lost (and retransmitted, as TCP does): `{from: A, to: B, ratio}` one
+    /// way, or `{between: [A, B], ratio}` both ways.
+    Loss(#[schemars(with = "LossText")] Loss),
+    /// The API server answers matching requests with an HTTP error instead of serving them.
+    ApiErrors(#[schemars(with = "ApiErrorsText")] ApiErrors),
 }
 
 /// What happens to a process.
@@ -467,6 +475,188 @@ pub struct Partition {
     pub b: Target,
     /// Only traffic from `a` to `b` is dropped.
     pub oneway: bool,
+}
+
+/// A fraction from 0 to 1, kept in millionths (so that actions compare exactly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ratio(u32);
+
+impl Ratio {
+    /// Millionths in a whole.
+    pub const WHOLE: u32 = 1_000_000;
+
+    /// The ratio nearest `f` (0 to 1).
+    pub fn new(f: f64) -> Ratio {
+        Ratio((f.clamp(0.0, 1.0) * f64::from(Self::WHOLE)).round() as u32)
+    }
+
+    /// As a fraction.
+    pub fn get(self) -> f64 {
+        f64::from(self.0) / f64::from(Self::WHOLE)
+    }
+
+    /// Every time.
+    pub fn is_whole(self) -> bool {
+        self.0 >= Self::WHOLE
+    }
+}
+
+impl fmt::Display for Ratio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
+
+/// `delay: {from: A, to: B | between: [A, B], latency: 3s, jitter: 500ms}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delay {
+    /// The link, one way or both.
+    pub link: Partition,
+    /// How much later each message arrives.
+    pub latency: Duration,
+    /// Each message's delay varies by up to this much either way (uniformly); order is kept.
+    pub jitter: Duration,
+}
+
+/// `loss: {from: A, to: B | between: [A, B], ratio: 0.3}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The link, one way or both.
+    pub link: Partition,
+    /// The share of messages lost (more than 0, less than 1).
+    pub ratio: Ratio,
+}
+
+/// `api-errors: {status, ratio, retry-after, verbs, resources, namespaces, users}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiErrors {
+    /// The HTTP status answered (400 to 599).
+    pub status: u16,
+    /// The share of matching requests that fail (default 1: every one).
+    pub ratio: Ratio,
+    /// A `Retry-After` header (whole seconds), as the API server sends with 429.
+    pub retry_after: Option<Duration>,
+    /// Request verbs (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`); empty: any.
+    pub verbs: Vec<String>,
+    /// Resources, plural, with a subresource after a `/` (`leases`, `pods/binding`); empty: any.
+    pub resources: Vec<String>,
+    /// Namespaces; empty: any (and cluster-scoped requests).
+    pub namespaces: Vec<String>,
+    /// Users as the API server authenticates them (`system:kube-scheduler`); empty: any.
+    pub users: Vec<String>,
+}
+
+/// The verbs `api-errors` can match, as the API server names requests.
+pub const API_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+impl ApiErrors {
+    /// Whether a request matches (the ratio aside). `resource` may carry a subresource
+    /// (`pods/binding`); `namespace` is empty for cluster-scoped requests.
+    pub fn matches(&self, verb: &str, resource: &str, namespace: &str, user: &str) -> bool {
+        let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
+        any(&self.verbs, verb)
+            && any(&self.resources, resource)
+            && any(&self.namespaces, namespace)
+            && any(&self.users, user)
+    }
+}
+
+impl fmt::Display for ApiErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{status: {}, ratio: {}", self.status, self.ratio)?;
+        if let Some(r) = self.retry_after {
+            write!(f, ", retry-after: {}", super::duration::human(r))?;
+        }
+        for (key, list) in [
+            ("verbs", &self.verbs),
+            ("resources", &self.resources),
+            ("namespaces", &self.namespaces),
+            ("users", &self.users),
+        ] {
+            if !list.is_empty() {
+                write!(f, ", {key}: [{}]", list.join(", "))?;
+            }
+        }
+        f.write_str("}")
+    }
+}
+
+/// A link as `delay` and `loss` write it: `from: A, to: B` or `between: [A, B]`.
+fn link_text(link: &Partition) -> String {
+    if link.oneway {
+        format!("from: {}, to: {}", link.a, link.b)
+    } else {
+        format!("between: [{}, {}]", link.a, link.b)
+    }
+}
+
+/// `delay:` as written.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct DelayText {
+    /// Sender whose messages arrive late (one way; with `to`).
+    from: Option<TargetText>,
+    /// Receiver (one way; with `from`).
+    to: Option<TargetText>,
+    /// Both ways between two targets (instead of `from`/`to`).
+    #[schemars(length(equal = 2))]
+    between: Option<Vec<TargetText>>,
+    /// How much later each message arrives (more than 0).
+    latency: DurationText,
+    /// Up to this much more or less, per message (default 0; at most the latency).
+    jitter: Option<DurationText>,
+}
+
+/// `loss:` as written.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct LossText {
+    /// Sender whose messages are lost (one way; with `to`).
+    from: Option<TargetText>,
+    /// Receiver (one way; with `from`).
+    to: Option<TargetText>,
+    /// Both ways between two targets (instead of `from`/`to`).
+    #[schemars(length(equal = 2))]
+    between: Option<Vec<TargetText>>,
+    /// The share of messages lost: more than 0, less than 1 (a link that loses everything is a
+    /// `partition`).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    ratio: f64,
+}
+
+/// `api-errors:` as written.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields, rename_all = "kebab-case")]
+#[allow(dead_code)]
+pub struct ApiErrorsText {
+    /// The HTTP error status answered: 400 to 599 (500, 503, 429, …).
+    #[schemars(range(min = 400, max = 599))]
+    status: u16,
+    /// The share of matching requests that fail: more than 0, at most 1 (default 1).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    ratio: Option<f64>,
+    /// A `Retry-After` header, in whole seconds (as the API server sends with 429).
+    retry_after: Option<DurationText>,
+    /// Verbs matched: get, list, watch, create, update, patch, delete, deletecollection.
+    verbs: Option<Vec<String>>,
+    /// Resources matched, plural (`leases`, `pods`, `pods/binding`).
+    resources: Option<Vec<String>>,
+    /// Namespaces matched.
+    namespaces: Option<Vec<String>>,
+    /// Users matched, as authenticated (`system:kube-scheduler`).
+    users: Option<Vec<String>>,
 }
 
 /// `[A, B]` or `{from: A, to: B}`.
@@ -545,13 +735,36 @@ impl Action {
             Action::DeletePods(_) => "delete-pods",
             Action::Recover(_) => "recover",
             Action::Bind(_) => "bind",
+            Action::Delay(_) => "delay",
+            Action::Loss(_) => "loss",
+            Action::ApiErrors(_) => "api-errors",
         }
+    }
+
+    /// The link a link fault (`partition`, `delay`, `loss`) acts on.
+    pub fn link(&self) -> Option<&Partition> {
+        match self {
+            Action::Partition(p) => Some(p),
+            Action::Delay(d) => Some(&d.link),
+            Action::Loss(l) => Some(&l.link),
+            _ => None,
+        }
+    }
+
+    /// Whether `for:` can undo the action.
+    pub fn undoable(&self) -> bool {
+        self.undo().is_some()
+            || matches!(
+                self,
+                Action::Delay(_) | Action::Loss(_) | Action::ApiErrors(_)
+            )
     }
 
     /// Carried out through the API alone (on every cluster), not on the machines.
     pub fn is_api_level(&self) -> bool {
         match self {
             Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) => true,
+            Action::Delay(_) | Action::Loss(_) | Action::ApiErrors(_) => false,
             Action::ApiServer(_)
             | Action::Etcd(_)
             | Action::Partition(_)
@@ -574,7 +787,10 @@ impl Action {
             | Action::Kill(_)
             | Action::Remove(_)
             | Action::Start(_)
-            | Action::DeletePods(_) => None,
+            | Action::DeletePods(_)
+            | Action::Delay(_)
+            | Action::Loss(_)
+            | Action::ApiErrors(_) => None,
         }
     }
 
@@ -597,7 +813,10 @@ impl Action {
             | Action::Start(_)
             | Action::DeletePods(_)
             | Action::Recover(_)
-            | Action::Bind(_) => None,
+            | Action::Bind(_)
+            | Action::Delay(_)
+            | Action::Loss(_)
+            | Action::ApiErrors(_) => None,
         }
     }
 
@@ -608,6 +827,9 @@ impl Action {
         match self {
             Action::Partition(p) if p.oneway => Some(format!("heal only {} -> {}", p.a, p.b)),
             Action::Partition(p) => Some(format!("heal only [{}, {}]", p.a, p.b)),
+            Action::Delay(_) => Some("end only this delay".to_owned()),
+            Action::Loss(_) => Some("end only this loss".to_owned()),
+            Action::ApiErrors(_) => Some("serve the requests again".to_owned()),
             a => a.undo().map(|u| u.to_string()),
         }
     }
@@ -616,13 +838,17 @@ impl Action {
     pub fn targets(&self) -> Vec<&Target> {
         match self {
             Action::Partition(p) => vec![&p.a, &p.b],
+            Action::Delay(Delay { link: p, .. }) | Action::Loss(Loss { link: p, .. }) => {
+                vec![&p.a, &p.b]
+            }
             Action::Kill(t) | Action::Remove(t) | Action::Start(t) => vec![t],
             Action::ApiServer(_)
             | Action::Etcd(_)
             | Action::Heal(_)
             | Action::DeletePods(_)
             | Action::Recover(_)
-            | Action::Bind(_) => Vec::new(),
+            | Action::Bind(_)
+            | Action::ApiErrors(_) => Vec::new(),
         }
     }
 }
@@ -653,6 +879,20 @@ impl fmt::Display for Action {
                 r.pod_from, r.node, r.cleanup
             ),
             Action::Bind(b) => write!(f, "bind: {{pod: {}, node: {}}}", b.pod, b.node),
+            Action::Delay(d) => {
+                write!(
+                    f,
+                    "delay: {{{}, latency: {}",
+                    link_text(&d.link),
+                    super::duration::human(d.latency)
+                )?;
+                if !d.jitter.is_zero() {
+                    write!(f, ", jitter: {}", super::duration::human(d.jitter))?;
+                }
+                f.write_str("}")
+            }
+            Action::Loss(l) => write!(f, "loss: {{{}, ratio: {}}}", link_text(&l.link), l.ratio),
+            Action::ApiErrors(e) => write!(f, "api-errors: {e}"),
         }
     }
 }

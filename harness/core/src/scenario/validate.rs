@@ -121,20 +121,24 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 problems.push((pos, p));
             }
         }
-        if let Action::Partition(p) = &step.action {
+        if let Some(p) = step.action.link() {
             if p.a == p.b {
+                let what = match step.action {
+                    Action::Partition(_) => format!("cuts `{}` off from itself", p.a),
+                    _ => format!("acts on a link from `{}` to itself", p.a),
+                };
                 problems.push((
                     step.pos,
                     format!(
-                        "`partition` cuts `{}` off from itself; expected two different targets",
-                        p.a
+                        "`{}` {what}; expected two different targets",
+                        step.action.key(),
                     ),
                 ));
             }
         }
-        if step.for_.is_some() && step.action.undo().is_none() {
+        if step.for_.is_some() && !step.action.undoable() {
             problems.push((step.pos, format!(
-                "`for` cannot undo `{}`; expected `for` only on api-server/etcd stop or crash, partition and remove",
+                "`for` cannot undo `{}`; expected `for` only on api-server/etcd stop or crash, partition, delay, loss, api-errors and remove",
                 step.action
             )));
         }
@@ -294,7 +298,7 @@ mod tests {
     fn for_only_where_the_step_can_be_undone() {
         let p = problems("faults:\n  - {at: 10s, kill: kube-scheduler/0, for: 5s}\n  - {at: 20s, api-server: restart, for: 5s}\n");
         assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].starts_with("t.yaml:7:5: `for` cannot undo `kill: kube-scheduler/0`; expected `for` only on api-server/etcd stop or crash, partition and remove"), "{p:?}");
+        assert!(p[0].starts_with("t.yaml:7:5: `for` cannot undo `kill: kube-scheduler/0`; expected `for` only on api-server/etcd stop or crash, partition, delay, loss, api-errors and remove"), "{p:?}");
         assert!(
             p[1].starts_with("t.yaml:8:5: `for` cannot undo `api-server: restart`"),
             "{p:?}"

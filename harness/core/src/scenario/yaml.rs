@@ -43,7 +43,7 @@ pub(crate) enum Value {
     Int(i64),
     /// A number that is not an integer, or too large for one: no key takes one, so only its
     /// kind is kept (for the error that says what was expected).
-    Float,
+    Float(f64),
     /// A string.
     Str(String),
     /// A sequence.
@@ -59,7 +59,7 @@ impl Value {
             Value::Null => "nothing",
             Value::Bool(_) => "a boolean",
             Value::Int(_) => "a number",
-            Value::Float => "a number",
+            Value::Float(_) => "a number",
             Value::Str(_) => "a string",
             Value::Seq(_) => "a list",
             Value::Map(_) => "a mapping",
@@ -110,16 +110,22 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float))
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
     }
     fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float))
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
     }
     fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::Int).unwrap_or(Value::Float))
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
     }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Value, E> {
-        Ok(Value::Float)
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         Ok(Value::Str(v.to_owned()))

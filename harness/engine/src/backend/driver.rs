@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use super::link::{Effect, LinkState};
 use crate::backoff::{backoff, BACKOFF_RESET};
 use crate::fake_node::{ContainerOp, PodGroup};
 use crate::observer::Command;
@@ -14,7 +15,7 @@ use kubechaos_core::events::{identity_process, EventKind, Recorder};
 use kubechaos_core::plan::PlannedKind;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{
-    holder_pod, Action, AgentSpec, LeaseRef, ProcessOp, Scenario, Selector, Target,
+    holder_pod, Action, AgentSpec, ApiErrors, LeaseRef, ProcessOp, Scenario, Selector, Target,
 };
 
 /// The API server's process name.
@@ -61,10 +62,11 @@ pub(crate) trait World {
     fn start(&mut self, name: &str);
     /// `Some` once a process the driver believes running has ended by itself.
     fn exited(&mut self, name: &str) -> Option<Exit>;
-    /// Drop traffic from `from` to `to` (one direction).
-    fn cut(&mut self, from: &str, to: &str);
-    /// Let traffic from `from` to `to` flow again.
-    fn mend(&mut self, from: &str, to: &str);
+    /// Set the condition of the link from `from` to `to` (one direction): cut, slowed, or
+    /// healthy again (`LinkState::default()`), as [`super::link`] models it.
+    fn link(&mut self, from: &str, to: &str, state: &LinkState);
+    /// The `api-errors` steps in effect now (none: the API server serves every request).
+    fn api_errors(&mut self, active: &[(usize, ApiErrors)]);
     /// The holder identity of a Lease now, as written in it, if any.
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String>;
     /// The process a holder identity of `lease` stands for: `NAME_INCARNATION` and upstream's
@@ -105,8 +107,8 @@ fn held_by_none(lease: &LeaseRef, holder: &str, agent: &AgentSpec) -> String {
     format!("the Lease {lease} is held by `{holder}`, which is none of agent {}'s running pods: {how}, or the holder is not one of its pods", agent.name)
 }
 
-/// One directed cut made by a step: (step, from, to).
-type DirectedCut = (usize, String, String);
+/// One step's effect on one direction of a link: (step, from, to, effect).
+type DirectedEffect = (usize, String, String, Effect);
 
 /// Carries out a plan on a world and supervises its processes.
 pub(crate) struct Driver<W: World> {
@@ -114,7 +116,12 @@ pub(crate) struct Driver<W: World> {
     pub(crate) world: W,
     recorder: Recorder,
     procs: BTreeMap<String, Supervised>,
-    cuts: Vec<DirectedCut>,
+    /// The link faults in effect.
+    links: Vec<DirectedEffect>,
+    /// The condition of each link direction as the world was last told it.
+    link_states: BTreeMap<(String, String), LinkState>,
+    /// The `api-errors` steps in effect.
+    api_errors: Vec<(usize, ApiErrors)>,
     /// What each fault step resolved to, so that `for:` undoes exactly that.
     resolved: BTreeMap<usize, Vec<String>>,
     /// Effects of the step being applied, recorded after the step itself.
@@ -145,7 +152,9 @@ impl<W: World> Driver<W> {
             world,
             recorder,
             procs,
-            cuts: Vec::new(),
+            links: Vec::new(),
+            link_states: BTreeMap::new(),
+            api_errors: Vec::new(),
             resolved: BTreeMap::new(),
             effects: Vec::new(),
         }
@@ -427,7 +436,9 @@ impl<W: World> Driver<W> {
                 }
                 describe(&touched, "already running")
             }
-            Action::Partition(p) => {
+            Action::Partition(_) | Action::Delay(_) | Action::Loss(_) => {
+                let p = action.link().expect("a link fault");
+                let effect = Effect::of(action).expect("a link fault");
                 let a = self.resolve(s, &p.a);
                 let b = self.resolve(s, &p.b);
                 let why = if a.is_empty() || b.is_empty() {
@@ -442,8 +453,8 @@ impl<W: World> Driver<W> {
                             directions.push((y.clone(), x.clone()));
                         }
                         for (from, to) in directions {
-                            self.world.cut(&from, &to);
-                            self.cuts.push((step, from, to));
+                            self.links.push((step, from.clone(), to.clone(), effect));
+                            self.update_link(&from, &to);
                         }
                         touched.push(format!("{x} {} {y}", if p.oneway { "->" } else { "<->" }));
                     }
@@ -451,11 +462,27 @@ impl<W: World> Driver<W> {
                 describe(&touched, &format!("no links matched ({why})"))
             }
             Action::Heal(_) => {
-                let steps: BTreeSet<usize> = self.cuts.iter().map(|c| c.0).collect();
+                let steps: BTreeSet<usize> = self.links.iter().map(|c| c.0).collect();
                 for st in steps {
                     touched.extend(self.heal_step(st));
                 }
-                describe(&touched, "no partitions were in place")
+                describe(&touched, "no partitions, delays or losses were in place")
+            }
+            Action::ApiErrors(e) => {
+                self.api_errors.push((step, e.clone()));
+                self.world.api_errors(&self.api_errors);
+                format!(
+                    "the API server answers {} of the matching requests with {}{}",
+                    if e.ratio.is_whole() {
+                        "all".to_owned()
+                    } else {
+                        format!("{:.0}%", e.ratio.get() * 100.0)
+                    },
+                    e.status,
+                    e.retry_after
+                        .map(|r| format!(" (Retry-After: {})", r.as_secs()))
+                        .unwrap_or_default()
+                )
             }
             Action::DeletePods(d) => {
                 self.world.command(Command::DeletePods {
@@ -535,21 +562,38 @@ impl<W: World> Driver<W> {
         }
     }
 
-    /// Mend the cuts a step made (those no other active step also made). Returns the links, as
-    /// `a <-> b` when both directions were mended and `a -> b` otherwise.
+    /// Tell the world the condition of the link from `from` to `to`, as the link faults in
+    /// effect make it.
+    /// Returns whether it changed.
+    fn update_link(&mut self, from: &str, to: &str) -> bool {
+        let state = LinkState::of(
+            self.links
+                .iter()
+                .filter(|(_, f, t, _)| f == from && t == to)
+                .map(|(.., e)| e),
+        );
+        let key = (from.to_owned(), to.to_owned());
+        if self.link_states.get(&key).cloned().unwrap_or_default() == state {
+            return false;
+        }
+        self.world.link(from, to, &state);
+        self.link_states.insert(key, state);
+        true
+    }
+
+    /// End the link faults a step made (a direction that other steps still act on keeps their
+    /// effects). Returns the links that changed, as `a <-> b` when both directions did and
+    /// `a -> b` otherwise.
     fn heal_step(&mut self, step: usize) -> Vec<String> {
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.cuts)
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
             .into_iter()
             .partition(|c| c.0 == step);
-        self.cuts = rest;
+        self.links = rest;
         let mut mended: Vec<(String, String)> = Vec::new();
-        for (_, from, to) in mine {
-            if self.cuts.iter().any(|(_, f, t)| *f == from && *t == to)
-                || mended.contains(&(from.clone(), to.clone()))
-            {
+        for (_, from, to, _) in mine {
+            if mended.contains(&(from.clone(), to.clone())) || !self.update_link(&from, &to) {
                 continue;
             }
-            self.world.mend(&from, &to);
             mended.push((from, to));
         }
         let mut out = Vec::new();
@@ -571,7 +615,17 @@ impl<W: World> Driver<W> {
                 let (group, ..) = Self::pod_group(s, t).expect("a pod group");
                 self.world.containers(&group, None, ContainerOp::Start)
             }
-            Action::Partition(_) => self.heal_step(step),
+            Action::Partition(_) | Action::Delay(_) | Action::Loss(_) => self.heal_step(step),
+            Action::ApiErrors(_) => {
+                let before = self.api_errors.len();
+                self.api_errors.retain(|(st, _)| *st != step);
+                if self.api_errors.len() == before {
+                    Vec::new()
+                } else {
+                    self.world.api_errors(&self.api_errors);
+                    vec!["the matching requests are served again".to_owned()]
+                }
+            }
             Action::ApiServer(_) | Action::Etcd(_) | Action::Remove(_) => {
                 let names = self.resolved.get(&step).cloned().unwrap_or_default();
                 names.into_iter().filter(|n| self.start(n, now)).collect()
@@ -640,11 +694,21 @@ mod tests {
                 .remove(name)
                 .then(|| Exit::Unrecorded("exit status 1".into()))
         }
-        fn cut(&mut self, from: &str, to: &str) {
-            self.calls.push(format!("cut {from}->{to}"));
+        fn link(&mut self, from: &str, to: &str, state: &LinkState) {
+            if state.cut {
+                self.calls.push(format!("cut {from}->{to}"));
+            } else if *state == LinkState::default() {
+                self.calls.push(format!("mend {from}->{to}"));
+            } else {
+                self.calls.push(format!(
+                    "slow {from}->{to} {:?}±{:?} loss {:.2}",
+                    state.latency, state.jitter, state.loss
+                ));
+            }
         }
-        fn mend(&mut self, from: &str, to: &str) {
-            self.calls.push(format!("mend {from}->{to}"));
+        fn api_errors(&mut self, active: &[(usize, ApiErrors)]) {
+            let steps: Vec<usize> = active.iter().map(|(s, _)| *s).collect();
+            self.calls.push(format!("api-errors {steps:?}"));
         }
         fn lease_identity(&mut self, _: &LeaseRef) -> Option<String> {
             self.holder.clone()
@@ -857,19 +921,55 @@ mod tests {
             [
                 "cut a-0->api-server",
                 "cut api-server->a-0",
-                "cut a-0->api-server"
+                // The second step cuts a direction already cut: the world is not told again.
             ]
         );
         // The first step's `for` ends: the one-way cut of the second step stays.
         p.until(&mut d, &s, Duration::from_secs(11));
-        assert_eq!(d.world.calls[3..], ["mend api-server->a-0"]);
+        assert_eq!(d.world.calls[2..], ["mend api-server->a-0"]);
         p.until(&mut d, &s, Duration::from_secs(20));
-        assert_eq!(d.world.calls[4..], ["mend a-0->api-server"]);
+        assert_eq!(d.world.calls[3..], ["mend a-0->api-server"]);
         let f = faults(&d.recorder().snapshot());
         assert_eq!(f[0].1, "a-0 <-> api-server");
         assert_eq!(f[1].1, "a-0 -> api-server");
         assert_eq!(f[2].1, "api-server -> a-0");
         assert_eq!(f[3].1, "a-0 -> api-server");
+    }
+
+    /// Delays and losses on a link add up with a cut on it; each step's `for` ends its own
+    /// effect; `heal: all` ends them all; `api-errors` steps are handed over as a set.
+    #[test]
+    fn delays_losses_and_api_errors_are_the_steps_in_effect() {
+        let s = scenario(
+            "  - {at: 1s, delay: {from: agent/a/0, to: api-server, latency: 2s, jitter: 100ms}, for: 10s}\n  - {at: 2s, loss: {between: [agent/a/0, api-server], ratio: 0.5}}\n  - {at: 3s, partition: {from: agent/a/0, to: api-server}, for: 1s}\n  - {at: 5s, api-errors: {status: 500, verbs: [update]}, for: 2s}\n  - {at: 6s, api-errors: {status: 429, users: [u]}}\n  - {at: 20s, heal: all}\n",
+        );
+        let mut d = driver(Fake::default());
+        play(&mut d, &s, Duration::from_secs(30));
+        assert_eq!(
+            d.world.calls,
+            [
+                "slow a-0->api-server 2s±100ms loss 0.00",
+                "slow a-0->api-server 2s±100ms loss 0.50",
+                "slow api-server->a-0 0ns±0ns loss 0.50",
+                "cut a-0->api-server",
+                "slow a-0->api-server 2s±100ms loss 0.50",
+                "api-errors [3]",
+                "api-errors [3, 4]",
+                "api-errors [4]",
+                // The delay's `for` ends: the loss stays, both ways.
+                "slow a-0->api-server 0ns±0ns loss 0.50",
+                "mend a-0->api-server",
+                "mend api-server->a-0",
+            ]
+        );
+        let f = faults(&d.recorder().snapshot());
+        assert_eq!(f[0].1, "a-0 -> api-server");
+        assert!(
+            f[4].1
+                .contains("answers all of the matching requests with 500"),
+            "{f:?}"
+        );
+        assert_eq!(f.last().unwrap().1, "a-0 <-> api-server");
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //!   providers reach the machines (kind, k3s) or only the API (generic);
 //! - [`realtime`]: what the real-time backends share.
 
+pub(crate) mod api_errors;
 pub(crate) mod driver;
 pub mod kube;
+pub(crate) mod link;
 pub mod local;
 pub(crate) mod realtime;
 pub mod sim;
@@ -79,12 +81,16 @@ pub(crate) struct Means {
     pub(crate) kill: &'static str,
     /// What a partition does to a link.
     pub(crate) cut: &'static str,
+    /// Where a delay or a loss is made.
+    pub(crate) slow: &'static str,
+    /// How the API server is made to answer with errors.
+    pub(crate) errors: &'static str,
 }
 
 impl Means {
     /// `(how, undone by)` of a world-level fault.
     pub(crate) fn describe(&self, action: &Action) -> (String, String) {
-        let (stop, kill, cut) = (self.stop, self.kill, self.cut);
+        let (stop, kill, cut, slow) = (self.stop, self.kill, self.cut, self.slow);
         let process = |name: &str, op: ProcessOp| match op {
             ProcessOp::Stop => (format!("{stop} {name}"), format!("start {name} again")),
             ProcessOp::Crash => (format!("{kill} {name}"), format!("start {name} again")),
@@ -105,7 +111,31 @@ impl Means {
                 },
                 "the link passes again (`for:` heals this partition only)".into(),
             ),
-            Action::Heal(_) => ("every link passes again".into(), "nothing".into()),
+            Action::Heal(_) => (
+                "every link passes again, undelayed and lossless".into(),
+                "nothing".into(),
+            ),
+            Action::Delay(d) => (
+                format!(
+                    "{slow} holds each message {} (±{}, in order) {}",
+                    kubechaos_core::scenario::duration::human(d.latency),
+                    kubechaos_core::scenario::duration::human(d.jitter),
+                    link_words(&d.link)
+                ),
+                "the link is undelayed again (`for:` ends this delay only)".into(),
+            ),
+            Action::Loss(l) => (
+                format!(
+                    "{slow} loses {:.0}% of the messages {} and delivers each after TCP's retransmission timeout (200 ms, doubling)",
+                    l.ratio.get() * 100.0,
+                    link_words(&l.link)
+                ),
+                "the link is lossless again (`for:` ends this loss only)".into(),
+            ),
+            Action::ApiErrors(e) => (
+                format!("{}: matching requests answered {}", self.errors, e),
+                "the requests are served again".into(),
+            ),
             Action::Kill(t) => (
                 format!("{kill} {t} (a self-hosted component or a pod agent: its pods' containers; a node: its heartbeats and pods)"),
                 "its supervisor (or its node) restarts it after the kubelet's back-off".into(),
@@ -119,6 +149,15 @@ impl Means {
                 ("through the API".into(), "—".into())
             }
         }
+    }
+}
+
+/// `from A to B (one way)` or `between A and B (both ways)`.
+fn link_words(p: &kubechaos_core::scenario::Partition) -> String {
+    if p.oneway {
+        format!("from {} to {} (one way)", p.a, p.b)
+    } else {
+        format!("between {} and {} (both ways)", p.a, p.b)
     }
 }
 
@@ -166,8 +205,8 @@ pub(crate) fn built_cluster_check(s: &Scenario, backend: &str) -> Vec<(Pos, Stri
                 }
                 Target::Component(c, sel) if s.cluster.self_hosted => {
                     // Any step that names a component's processes names its pods here.
-                    let what = if let Action::Partition(_) = step.action {
-                        Some("a partition cannot single out a pod (pods share their node's network); partition its node instead (`node/node-0`)")
+                    let what = if step.action.link().is_some() {
+                        Some("a link fault cannot single out a pod (pods share their node's network); name its node instead (`node/node-0`)")
                     } else if let kubechaos_core::scenario::Selector::Index(_) = sel {
                         Some("its pods have no fixed replica numbers; expected `kube-scheduler` (every pod) or `kube-scheduler/leader`")
                     } else {

@@ -228,11 +228,7 @@ impl Agents {
     /// Cut (`cut`) or heal the link from agent `name` to the API server (`up`) or back.
     pub(crate) fn link(&self, name: &str, up: bool, cut: bool) {
         if let Some(p) = self.proxies.get(name) {
-            if up {
-                p.set_up(cut);
-            } else {
-                p.set_down(cut);
-            }
+            p.set_cut(up, cut);
         }
     }
 

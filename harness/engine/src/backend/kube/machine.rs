@@ -622,6 +622,8 @@ pub(crate) fn describe(
             "iptables -D the same rules".into(),
         ),
         Action::Heal(_) => ("iptables -D every rule a partition added".into(), "nothing".into()),
+        // Refused before the run (the provider check).
+        Action::Delay(_) | Action::Loss(_) | Action::ApiErrors(_) => return None,
         // Through the API: the dry run describes them itself.
         Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) => return None,
     })

@@ -144,7 +144,7 @@ impl KubeWorld {
 
     /// Cut or heal a link: an agent's through its proxy, a pod agent's pod by packet filter
     /// rules in its node, the rest on the machines.
-    fn link(&mut self, from: &str, to: &str, cut: bool) {
+    fn cut_link(&mut self, from: &str, to: &str, cut: bool) {
         use crate::backend::driver::API_SERVER;
         match &self.agents {
             Some(a) if a.has(from) && to == API_SERVER => return a.link(from, true, cut),
@@ -232,11 +232,12 @@ impl World for KubeWorld {
         // The machines' processes are their kubelets' to restart: only agents end here.
         self.agent(name)?.exited(name).map(Exit::Unrecorded)
     }
-    fn cut(&mut self, from: &str, to: &str) {
-        self.link(from, to, true);
+    fn link(&mut self, from: &str, to: &str, state: &crate::backend::link::LinkState) {
+        // Delays and losses are refused before the run (the provider check).
+        self.cut_link(from, to, state.cut);
     }
-    fn mend(&mut self, from: &str, to: &str) {
-        self.link(from, to, false);
+    fn api_errors(&mut self, _: &[(usize, kubechaos_core::scenario::ApiErrors)]) {
+        // Refused before the run (the provider check).
     }
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
         let client = self.client.clone();
@@ -728,6 +729,8 @@ impl Backend for Kube {
                 } else {
                     "kubechaos's proxy holds every byte"
                 },
+                slow: "(refused on kube)",
+                errors: "(refused on kube)",
             }
             .describe(action);
         }

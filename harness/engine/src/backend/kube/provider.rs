@@ -137,6 +137,13 @@ impl Provider {
         match action {
             // Through the API, on every cluster (healing needs a machine only if a partition did).
             Action::DeletePods(_) | Action::Recover(_) | Action::Bind(_) | Action::Heal(_) => None,
+            Action::Delay(_) | Action::Loss(_) => Some(format!(
+                "`{}` needs a delaying proxy or `tc netem` on the link, and the kube backend has neither on an existing cluster's links yet; expected `partition` (or `--backend sim`/`local`, which delay and lose traffic on their links)",
+                action.key()
+            )),
+            Action::ApiErrors(_) => Some(
+                "the kube backend cannot make an existing cluster's API server answer with errors without changing the cluster (an admission webhook or a proxy in front of it); expected `--backend local` or `sim`".to_owned(),
+            ),
             Action::ApiServer(_) => self.refusal_on(&Target::ApiServer, false),
             Action::Etcd(_) => self.refusal_on(&Target::Etcd, false),
             // Agents are processes on this machine, whatever the provider.

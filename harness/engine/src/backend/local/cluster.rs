@@ -82,6 +82,8 @@ pub struct Spec {
     pub pod_agents: Vec<(PodAgent, LeaseRef)>,
     /// Objects applied once the control plane is up, before time zero.
     pub manifests: Vec<Manifest>,
+    /// Serve the `api-errors` admission webhook and register it with the API server.
+    pub api_errors: bool,
 }
 
 impl AgentGroup {
@@ -176,6 +178,10 @@ impl Spec {
                 })
                 .collect(),
             manifests: s.cluster.manifests.clone(),
+            api_errors: s
+                .faults
+                .iter()
+                .any(|f| matches!(f.action, kubechaos_core::scenario::Action::ApiErrors(_))),
         }
     }
 
@@ -281,6 +287,8 @@ pub struct LocalCluster {
     pub(crate) containers: Arc<LocalContainers>,
     /// Where the API server reads the pods' logs (kept for as long as the cluster runs).
     _kubelet: super::kubelet::Kubelet,
+    /// The `api-errors` webhook, if the run has such steps.
+    webhook: Option<super::webhook::Webhook>,
 }
 
 impl Drop for LocalCluster {
@@ -498,6 +506,11 @@ impl LocalCluster {
         )?;
         let admin = client_for(&admin_kubeconfig, None).await?;
         let kubelet = super::kubelet::Kubelet::start(&dir)?;
+        let webhook = if spec.api_errors {
+            Some(super::webhook::Webhook::start()?)
+        } else {
+            None
+        };
         let containers = Arc::new(LocalContainers::new(
             bins.clone(),
             dir.clone(),
@@ -536,6 +549,7 @@ impl LocalCluster {
             nodes: BTreeMap::new(),
             containers,
             _kubelet: kubelet,
+            webhook,
         };
         let started = Instant::now();
         say(&format!(
@@ -647,7 +661,36 @@ impl LocalCluster {
                 }
             }
         }
+        if let Some(webhook) = &self.webhook {
+            use kube::api::{DynamicObject, GroupVersionKind};
+            let gvk = GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+            );
+            let resource = kube::api::ApiResource::from_gvk(&gvk);
+            let obj: DynamicObject =
+                serde_json::from_value(webhook.configuration()).expect("configuration");
+            Api::<DynamicObject>::all_with(self.admin.clone(), &resource)
+                .create(&PostParams::default(), &obj)
+                .await
+                .map_err(|source| LocalError::Api {
+                    object: format!(
+                        "the ValidatingWebhookConfiguration {}",
+                        super::webhook::CONFIGURATION
+                    ),
+                    source,
+                })?;
+        }
         Ok(())
+    }
+
+    /// The `api-errors` rules in effect from now on (the scenario has such steps, so the
+    /// webhook runs).
+    pub(crate) fn set_api_errors(&self, active: &[(usize, kubechaos_core::scenario::ApiErrors)]) {
+        if let Some(w) = &self.webhook {
+            w.set(active);
+        }
     }
 
     /// The command line of incarnation `inc` of a child process, and its extra environment.

@@ -5,7 +5,8 @@
 //! - [`cluster`]: the launcher behind `kubechaos cluster up` and scenario runs (processes,
 //!   supervision hooks, fake nodes, per-client proxies);
 //! - [`error`]: why the control plane or one of its processes could not start;
-//! - [`proxy`]: the TCP proxy that lets a partition cut one client off;
+//! - [`proxy`]: the TCP proxy that lets a link fault act on one client's traffic;
+//! - [`webhook`]: the admission webhook that carries out `api-errors`;
 //! - [`run`]: a scenario played on it, through the shared driver;
 //! - [`runs`]: the control planes running on this machine (`cluster status`, `cluster down`).
 
@@ -18,3 +19,4 @@ pub(crate) mod pods;
 pub(crate) mod proxy;
 pub mod run;
 pub mod runs;
+pub(crate) mod webhook;

@@ -356,9 +356,14 @@ impl LocalContainers {
         !st.book.of(&PodGroup::Agent(agent.to_owned())).is_empty()
     }
 
-    /// Cut (true) or mend one direction of program pod `process`'s link to the API server:
+    /// Set the condition of one direction of program pod `process`'s link to the API server:
     /// `up` is pod to server. False when no such pod runs.
-    pub(crate) fn set_link(&self, process: &str, up: bool, cut: bool) -> bool {
+    pub(crate) fn set_link(
+        &self,
+        process: &str,
+        up: bool,
+        state: &crate::backend::link::LinkState,
+    ) -> bool {
         let st = self.state.lock().expect("containers");
         let Some(proxy) = st
             .proxies
@@ -368,11 +373,7 @@ impl LocalContainers {
         else {
             return false;
         };
-        if up {
-            proxy.set_up(cut);
-        } else {
-            proxy.set_down(cut);
-        }
+        proxy.set(up, state);
         true
     }
 

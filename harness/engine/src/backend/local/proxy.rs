@@ -1,53 +1,84 @@
 //! A harness-owned TCP proxy between one client (a component replica, a fake node) and the API
-//! server, so that a partition can cut that one client off.
+//! server, so that a link fault can act on that one client's traffic.
 //!
-//! A cut direction holds its bytes, as a partition does to TCP: the segments are lost on the
-//! wire and TCP retransmits them, so nothing arrives while the link is cut, nothing is reset, and
-//! once it heals the byte stream goes on, whole and in order (a proxy that dropped bytes would
-//! tear HTTP/2 frames apart, and the receiver would reset the stream with PROTOCOL_ERROR, which
-//! no network partition does). The proxy stops reading the cut direction, so the sender's
-//! buffers fill as they would behind a lossy link; clients run into their own timeouts and
-//! keepalives, and close or reconnect as they would. New connections are accepted and then held
-//! too (a SYN would get no answer on a real network; holding the connection is the closest a
-//! user-space proxy gets).
+//! Each direction carries out [`crate::backend::link`]'s model of TCP:
+//! - a cut direction holds its bytes, as a partition does to TCP: the segments are lost on the
+//!   wire and TCP retransmits them, so nothing arrives while the link is cut, nothing is reset,
+//!   and once it heals the byte stream goes on, whole and in order (a proxy that dropped bytes
+//!   would tear HTTP/2 frames apart, and the receiver would reset the stream with
+//!   PROTOCOL_ERROR, which no network partition does). The proxy stops reading the cut
+//!   direction, so the sender's buffers fill as they would behind a lossy link; clients run into
+//!   their own timeouts and keepalives, and close or reconnect as they would. New connections
+//!   are accepted and then held too (a SYN would get no answer on a real network; holding the
+//!   connection is the closest a user-space proxy gets);
+//! - a delayed or lossy direction hands each chunk it reads on after what the model draws for
+//!   it (its delay, and TCP's retransmission timeouts for its losses), never before the chunk
+//!   read before it: the stream stays whole and in order, as `tc netem` leaves a TCP stream.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-/// The two directions a partition can cut.
-#[derive(Debug, Default)]
-pub(crate) struct Cut {
-    /// Client to server.
-    pub(crate) up: AtomicBool,
-    /// Server to client.
-    pub(crate) down: AtomicBool,
-    /// Told when a direction heals.
-    healed: Notify,
+use crate::backend::link::LinkState;
+use crate::clock::Rng;
+
+/// The conditions of both directions of a proxy's link.
+#[derive(Debug)]
+pub(crate) struct Link {
+    /// Client to server, server to client.
+    state: Mutex<[LinkState; 2]>,
+    /// Draws of delays and losses.
+    rng: Mutex<Rng>,
+    /// Told when a direction changes.
+    changed: Notify,
 }
 
-impl Cut {
-    fn is_cut(&self, up: bool) -> bool {
-        if up {
-            self.up.load(Ordering::SeqCst)
-        } else {
-            self.down.load(Ordering::SeqCst)
+impl Default for Link {
+    fn default() -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        Link {
+            state: Mutex::default(),
+            rng: Mutex::new(Rng::new(seed, "proxy")),
+            changed: Notify::new(),
         }
+    }
+}
+
+impl Link {
+    fn dir(up: bool) -> usize {
+        usize::from(!up)
+    }
+
+    fn is_cut(&self, up: bool) -> bool {
+        self.state.lock().expect("link")[Self::dir(up)].cut
+    }
+
+    /// How much later than now a chunk read now is handed on.
+    fn extra(&self, up: bool) -> std::time::Duration {
+        let state = self.state.lock().expect("link")[Self::dir(up)].clone();
+        if !state.slowed() {
+            return std::time::Duration::ZERO;
+        }
+        let mut rng = self.rng.lock().expect("rng");
+        state.extra(|| rng.next_f64())
     }
 
     /// Until the direction is not cut.
     async fn open(&self, up: bool) {
         loop {
             // Made before the check, so that a heal between the two is not missed.
-            let healed = self.healed.notified();
+            let changed = self.changed.notified();
             if !self.is_cut(up) {
                 return;
             }
-            healed.await;
+            changed.await;
         }
     }
 }
@@ -56,8 +87,8 @@ impl Cut {
 pub(crate) struct Proxy {
     /// Where clients connect.
     pub(crate) addr: SocketAddr,
-    /// What is cut now.
-    pub(crate) cut: Arc<Cut>,
+    /// The conditions of its link.
+    pub(crate) link: Arc<Link>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,27 +98,47 @@ impl Drop for Proxy {
     }
 }
 
-async fn pump<R, W>(mut from: R, mut to: W, cut: Arc<Cut>, up: bool)
+/// One direction: read while not cut, hand each chunk on when it is due and the direction is
+/// not cut, in order.
+async fn pump<R, W>(mut from: R, mut to: W, link: Arc<Link>, up: bool)
 where
     R: AsyncReadExt + Unpin,
     W: AsyncWriteExt + Unpin,
 {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        cut.open(up).await;
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        // Cut while this was read: it arrives once the link heals, as a retransmission would.
-        cut.open(up).await;
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Vec<u8>, Instant)>();
+    let reading = {
+        let link = link.clone();
+        async move {
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut last = Instant::now();
+            loop {
+                link.open(up).await;
+                let n = match from.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                last = last.max(Instant::now() + link.extra(up));
+                if tx.send((buf[..n].to_vec(), last)).is_err() {
+                    break;
+                }
+            }
         }
-    }
-    // The close too crosses only an open link.
-    cut.open(up).await;
-    let _ = to.shutdown().await;
+    };
+    let writing = async move {
+        while let Some((bytes, due)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            // Cut while this was on its way: it arrives once the link heals, as a
+            // retransmission would.
+            link.open(up).await;
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+        // The close too crosses only an open link.
+        link.open(up).await;
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(reading, writing);
 }
 
 impl Proxy {
@@ -97,11 +148,11 @@ impl Proxy {
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
         let addr = listener.local_addr()?;
-        let cut = Arc::new(Cut::default());
-        let shared = cut.clone();
+        let link = Arc::new(Link::default());
+        let shared = link.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let cut = shared.clone();
+                let link = shared.clone();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(target).await else {
                         return;
@@ -110,30 +161,28 @@ impl Proxy {
                     let _ = server.set_nodelay(true);
                     let (cr, cw) = client.into_split();
                     let (sr, sw) = server.into_split();
-                    tokio::join!(pump(cr, sw, cut.clone(), true), pump(sr, cw, cut, false));
+                    tokio::join!(pump(cr, sw, link.clone(), true), pump(sr, cw, link, false));
                 });
             }
         });
-        Ok(Proxy { addr, cut, task })
+        Ok(Proxy { addr, link, task })
     }
 
-    /// Cut or heal each direction.
-    #[cfg(test)]
-    fn set(&self, up: bool, down: bool) {
-        self.set_up(up);
-        self.set_down(down);
+    /// Set the condition of one direction: `up` is client to server.
+    pub(crate) fn set(&self, up: bool, state: &LinkState) {
+        self.link.state.lock().expect("link")[Link::dir(up)] = state.clone();
+        self.link.changed.notify_waiters();
     }
 
-    /// Cut (true) or heal the client-to-server direction.
-    pub(crate) fn set_up(&self, cut: bool) {
-        self.cut.up.store(cut, Ordering::SeqCst);
-        self.cut.healed.notify_waiters();
-    }
-
-    /// Cut (true) or heal the server-to-client direction.
-    pub(crate) fn set_down(&self, cut: bool) {
-        self.cut.down.store(cut, Ordering::SeqCst);
-        self.cut.healed.notify_waiters();
+    /// Cut (true) or heal one direction.
+    pub(crate) fn set_cut(&self, up: bool, cut: bool) {
+        self.set(
+            up,
+            &LinkState {
+                cut,
+                ..Default::default()
+            },
+        );
     }
 }
 
@@ -181,6 +230,14 @@ mod tests {
         Some(buf)
     }
 
+    impl Proxy {
+        /// Cut or heal each direction.
+        fn cut(&self, up: bool, down: bool) {
+            self.set_cut(true, up);
+            self.set_cut(false, down);
+        }
+    }
+
     #[tokio::test]
     async fn forwards_holds_each_way_while_cut_and_delivers_everything_in_order_once_healed() {
         let proxy = Proxy::start(echo_server().await).unwrap();
@@ -190,11 +247,11 @@ mod tests {
             Some(&b"hello"[..])
         );
 
-        proxy.set(true, false); // client -> server cut: no answer comes
+        proxy.cut(true, false); // client -> server cut: no answer comes
         assert_eq!(roundtrip(&mut c, b"held1").await, None);
-        proxy.set(false, true); // server -> client cut: the request passes, its answer is held
+        proxy.cut(false, true); // server -> client cut: the request passes, its answer is held
         assert_eq!(roundtrip(&mut c, b"held2").await, None);
-        proxy.set(true, true);
+        proxy.cut(true, true);
         let mut fresh = TcpStream::connect(proxy.addr)
             .await
             .expect("a partitioned proxy still accepts, then holds");
@@ -202,7 +259,7 @@ mod tests {
 
         // Healed: what was sent meanwhile arrives, whole and in order, as TCP retransmits it;
         // then bytes flow on the same connections.
-        proxy.set(false, false);
+        proxy.cut(false, false);
         assert_eq!(
             read_some(&mut c, 10).await.as_deref(),
             Some(&b"held1held2"[..])
@@ -212,5 +269,55 @@ mod tests {
             roundtrip(&mut c, b"again").await.as_deref(),
             Some(&b"again"[..])
         );
+    }
+
+    /// A delayed direction hands every chunk on after its latency, in order; the other
+    /// direction is not slowed; a lossy one delivers everything, late.
+    #[tokio::test]
+    async fn a_delayed_or_lossy_direction_delivers_everything_late_and_in_order() {
+        let proxy = Proxy::start(echo_server().await).unwrap();
+        let mut c = TcpStream::connect(proxy.addr).await.unwrap();
+        assert!(roundtrip(&mut c, b"warm").await.is_some());
+        let slow = LinkState {
+            latency: Duration::from_millis(400),
+            ..Default::default()
+        };
+        proxy.set(true, &slow);
+        let sent = std::time::Instant::now();
+        for chunk in [&b"one"[..], b"two", b"six"] {
+            c.write_all(chunk).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut buf = [0u8; 9];
+        c.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"onetwosix");
+        let took = sent.elapsed();
+        assert!(took >= Duration::from_millis(400), "arrived after {took:?}");
+        assert!(
+            took < Duration::from_millis(1200),
+            "the chunks were delayed one after another, not together: {took:?}"
+        );
+
+        // Back to healthy: at once.
+        proxy.set(true, &LinkState::default());
+        assert!(roundtrip(&mut c, b"fast").await.is_some());
+
+        // Every message lost at least once is still delivered, after a retransmission timeout.
+        let lossy = LinkState {
+            loss: 0.5,
+            ..Default::default()
+        };
+        proxy.set(false, &lossy);
+        let mut all = Vec::new();
+        for i in 0..20u8 {
+            c.write_all(&[b'a' + i]).await.unwrap();
+            let mut one = [0u8; 1];
+            tokio::time::timeout(Duration::from_secs(60), c.read_exact(&mut one))
+                .await
+                .expect("a lost message is retransmitted")
+                .unwrap();
+            all.push(one[0]);
+        }
+        assert_eq!(all, (0..20u8).map(|i| b'a' + i).collect::<Vec<_>>());
     }
 }

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::cluster::{Hooks, LocalCluster, Spec};
 use super::error::LocalError;
 use crate::backend::driver::{Exit, World, WorldClock, API_SERVER, ETCD};
+use crate::backend::link::LinkState;
 use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::{BackendError, EnvironmentError};
 use crate::observer::{Command, Observer};
@@ -23,7 +24,34 @@ use kubechaos_core::events::{read_report, EventKind, Recorder, Report};
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::{LeaseRef, Pos, Scenario};
+use kubechaos_core::scenario::{Action, ApiErrors, LeaseRef, Pos, Scenario};
+
+/// `api-errors` steps that would fail requests admission never sees (reads, and
+/// `deletecollection`), which the local backend cannot fail honestly.
+fn read_errors(s: &Scenario) -> Vec<(Pos, String)> {
+    let admitted = super::webhook::ADMITTED_VERBS;
+    s.faults
+        .iter()
+        .filter_map(|step| {
+            let Action::ApiErrors(e) = &step.action else {
+                return None;
+            };
+            let beyond: Vec<&str> = if e.verbs.is_empty() {
+                vec!["any verb (no `verbs`)"]
+            } else {
+                e.verbs
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|v| !admitted.contains(v))
+                    .collect()
+            };
+            (!beyond.is_empty()).then(|| (step.pos, format!(
+                "`api-errors` on {}: the local backend makes the real API server answer with errors through an admission webhook, and admission sees writes only; expected `verbs` among `create`, `update`, `patch`, `delete` (or `--backend sim`, which fails reads too)",
+                beyond.join(", ")
+            )))
+        })
+        .collect()
+}
 
 /// Options of a local run.
 #[derive(Clone, Debug, Default)]
@@ -187,17 +215,16 @@ pub(crate) struct LocalWorld {
 }
 
 impl LocalWorld {
-    /// Cut or mend one direction. Traffic flows only between the API server and its clients
-    /// (through each client's proxy) and between the API server and etcd (through the API
-    /// server's); any other pair exchanges nothing, so there is nothing to cut.
-    fn link(&self, from: &str, to: &str, cut: bool) {
+    /// Set the condition of one direction. Traffic flows only between the API server and its
+    /// clients (through each client's proxy) and between the API server and etcd (through the
+    /// API server's); any other pair exchanges nothing, so there is nothing to act on.
+    fn set_link(&self, from: &str, to: &str, state: &LinkState) {
         let proxy = |name: &str| self.cluster.proxy(name);
         // A client is a process with its own proxy, or a program pod (its proxy is its pod's).
         let client = |name: &str, up: bool| match proxy(name) {
-            Some(p) if up => p.set_up(cut),
-            Some(p) => p.set_down(cut),
+            Some(p) => p.set(up, state),
             None => {
-                self.cluster.containers.set_link(name, up, cut);
+                self.cluster.containers.set_link(name, up, state);
             }
         };
         match (from, to) {
@@ -239,12 +266,12 @@ impl World for LocalWorld {
         self.cluster.exited(name).map(Exit::Unrecorded)
     }
 
-    fn cut(&mut self, from: &str, to: &str) {
-        self.link(from, to, true);
+    fn link(&mut self, from: &str, to: &str, state: &LinkState) {
+        self.set_link(from, to, state);
     }
 
-    fn mend(&mut self, from: &str, to: &str) {
-        self.link(from, to, false);
+    fn api_errors(&mut self, active: &[(usize, ApiErrors)]) {
+        self.cluster.set_api_errors(active);
     }
 
     /// Read from the API server; when it does not answer (it may be the thing that is down),
@@ -327,6 +354,7 @@ impl Backend for Local {
         let mut problems = crate::backend::built_cluster_check(s, "local");
         problems.extend(crate::backend::missing_programs(s));
         problems.extend(crate::backend::pod_problems(s));
+        problems.extend(read_errors(s));
         problems
     }
 
@@ -343,6 +371,8 @@ impl Backend for Local {
             stop: "SIGTERM the process group of",
             kill: "SIGKILL the process group of",
             cut: "the proxy on the link holds every byte (connections stay open, nothing passes)",
+            slow: "the proxy on the link",
+            errors: "a validating admission webhook that kubechaos serves, called by the real API server for writes",
         }
         .describe(action)
     }

@@ -10,6 +10,14 @@
 //!
 //! When etcd is down or cut off from the API server, every request waits and then fails with
 //! 500 `etcdserver: request timed out`, as kube-apiserver answers when its etcd client times out.
+//!
+//! Degradation ([`Degraded`]): a delayed or lossy link between a client's host and the API
+//! server holds the request before it is served and the response before it is sent, by what
+//! [`crate::backend::link`] draws for each; one between the API server and etcd holds each
+//! request's round trip to storage. A request runs to its end once it has arrived, even if its
+//! client gave up meanwhile (a real API server serves a request whose client has gone). An
+//! `api-errors` rule in effect answers a matching request with its status instead of serving
+//! it (the user is the one the client authenticates as, [`USER_HEADER`]).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -22,9 +30,14 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use super::net::API_PORT;
+use super::net::{API_HOST, API_PORT, USER_HEADER};
 use super::store::{labels, Resource, Store, StoreError, RESOURCES};
+use crate::backend::api_errors;
+use crate::backend::driver::ETCD;
+use crate::backend::link::LinkState;
 use crate::clock::Clock;
+use crate::clock::Rng;
+use kubechaos_core::scenario::ApiErrors;
 
 /// State the API server shares with the rest of the simulated world.
 pub struct ApiServer {
@@ -36,6 +49,38 @@ pub struct ApiServer {
     pub(crate) clock: Arc<dyn Clock>,
     /// Woken after every write, for watches.
     pub(crate) changed: tokio::sync::Notify,
+    /// The delays, losses and API errors in effect (set by the simulation driver).
+    pub(crate) degraded: Arc<Mutex<Degraded>>,
+}
+
+/// The degradation faults in effect on the simulated API server and its links.
+pub struct Degraded {
+    /// Slowed link directions, by (from, to) host.
+    pub(crate) links: std::collections::BTreeMap<(String, String), LinkState>,
+    /// `api-errors` steps in effect.
+    pub(crate) errors: Vec<(usize, ApiErrors)>,
+    /// Every draw (delays, losses, error ratios), seeded: a run stays a function of its seed.
+    rng: Rng,
+}
+
+impl Degraded {
+    /// Nothing degraded, with draws from `seed`.
+    pub fn new(seed: u64) -> Degraded {
+        Degraded {
+            links: Default::default(),
+            errors: Vec::new(),
+            rng: Rng::new(seed, "degraded"),
+        }
+    }
+
+    /// How much later a message from `from` to `to` arrives (zero on a healthy link).
+    fn extra(&mut self, from: &str, to: &str) -> Duration {
+        let Some(state) = self.links.get(&(from.to_owned(), to.to_owned())) else {
+            return Duration::ZERO;
+        };
+        let rng = &mut self.rng;
+        state.extra(|| rng.next_f64())
+    }
 }
 
 /// The longest a watch waits without changes before it answers empty.
@@ -50,12 +95,22 @@ impl ApiServer {
         store: Arc<Mutex<Store>>,
         etcd_ok: Arc<std::sync::atomic::AtomicBool>,
         clock: Arc<dyn Clock>,
+        degraded: Arc<Mutex<Degraded>>,
     ) -> ApiServer {
         ApiServer {
             store,
             etcd_ok,
             clock,
             changed: tokio::sync::Notify::new(),
+            degraded,
+        }
+    }
+
+    /// Hold a message from `from` to `to` for what the link's degradation draws.
+    async fn cross(&self, from: &str, to: &str) {
+        let extra = self.degraded.lock().expect("degraded").extra(from, to);
+        if !extra.is_zero() {
+            tokio::time::sleep(extra).await;
         }
     }
 
@@ -63,12 +118,25 @@ impl ApiServer {
     pub async fn serve(self: Arc<Self>) -> turmoil::Result {
         let listener = turmoil::net::TcpListener::bind(("0.0.0.0", API_PORT)).await?;
         loop {
-            let (stream, _) = listener.accept().await?;
+            let (stream, peer) = listener.accept().await?;
+            let host = turmoil::reverse_lookup(peer.ip()).unwrap_or_default();
             let this = self.clone();
             tokio::task::spawn_local(async move {
                 let service = hyper::service::service_fn(move |req| {
                     let this = this.clone();
-                    async move { Ok::<_, Infallible>(this.handle(req).await) }
+                    let host = host.clone();
+                    async move {
+                        // Served to the end even if the client goes: its own task.
+                        let served =
+                            tokio::task::spawn_local(async move { this.handle(&host, req).await });
+                        Ok::<_, Infallible>(served.await.unwrap_or_else(|_| {
+                            status(
+                                StatusCode::INTERNAL_SERVER_ERROR,
+                                "InternalError",
+                                "the request's task ended",
+                            )
+                        }))
+                    }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -77,7 +145,68 @@ impl ApiServer {
         }
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    /// A request from a client on `host`: across its link, served, and back.
+    async fn handle(&self, host: &str, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        self.cross(host, API_HOST).await;
+        let response = self.serve_request(req).await;
+        self.cross(API_HOST, host).await;
+        response
+    }
+
+    /// The `api-errors` rule that answers this request, if one does.
+    fn injected(
+        &self,
+        parts: &http::request::Parts,
+        path: &str,
+        query: &str,
+    ) -> Option<Response<Full<Bytes>>> {
+        let mut degraded = self.degraded.lock().expect("degraded");
+        if degraded.errors.is_empty() {
+            return None;
+        }
+        let (r, ns, name, sub) = parse_path(path)?;
+        let watch = matches!(query_param(query, "watch").as_deref(), Some("true" | "1"));
+        let verb = match (&parts.method, name.is_some()) {
+            (&Method::GET, _) if watch => "watch",
+            (&Method::GET, true) => "get",
+            (&Method::GET, false) => "list",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, true) => "delete",
+            (&Method::DELETE, false) => "deletecollection",
+            _ => return None,
+        };
+        let resource = match &sub {
+            Some(sub) => format!("{}/{sub}", r.plural),
+            None => r.plural.to_owned(),
+        };
+        let user = parts
+            .headers
+            .get(USER_HEADER)
+            .and_then(|u| u.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let req = api_errors::Request {
+            verb,
+            resource: &resource,
+            namespace: ns.as_deref().unwrap_or(""),
+            user: &user,
+        };
+        let Degraded { errors, rng, .. } = &mut *degraded;
+        let e = api_errors::failing(errors, req, || rng.next_f64())?;
+        let code = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = json_response(code, &api_errors::status(e));
+        if let Some(r) = e.retry_after {
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from(r.as_secs()),
+            );
+        }
+        Some(response)
+    }
+
+    async fn serve_request(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
         let (parts, body) = req.into_parts();
         let body = match body.collect().await {
             Ok(b) => b.to_bytes(),
@@ -89,6 +218,11 @@ impl ApiServer {
                 )
             }
         };
+        let query = parts.uri.query().unwrap_or("").to_owned();
+        let path = parts.uri.path().trim_matches('/').to_owned();
+        if let Some(refused) = self.injected(&parts, &path, &query) {
+            return refused;
+        }
         if !self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
             tokio::time::sleep(ETCD_TIMEOUT).await;
             return status(
@@ -97,8 +231,9 @@ impl ApiServer {
                 "etcdserver: request timed out",
             );
         }
-        let query = parts.uri.query().unwrap_or("").to_owned();
-        let path = parts.uri.path().trim_matches('/').to_owned();
+        // The round trip to etcd.
+        self.cross(API_HOST, ETCD).await;
+        self.cross(ETCD, API_HOST).await;
         if parts.method == Method::GET
             && matches!(query_param(&query, "watch").as_deref(), Some("true" | "1"))
         {

@@ -32,6 +32,7 @@ use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
 use self::store::{Store, LEASES};
 use super::driver::{Exit, World, WorldClock, ETCD};
+use super::link::LinkState;
 use super::{BackendError, EnvironmentError};
 use crate::clock::{Clock, SimClock};
 use crate::observer::{Command, Observer};
@@ -40,7 +41,7 @@ use kubechaos_core::events::Recorder;
 use kubechaos_core::plan::Plan;
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::validate::process_name;
-use kubechaos_core::scenario::{AgentMode, LeaseRef, Pos, Scenario};
+use kubechaos_core::scenario::{AgentMode, ApiErrors, LeaseRef, Pos, Scenario};
 
 /// Default virtual milliseconds per simulation step (see [`SimOptions::tick`]).
 pub const DEFAULT_TICK_MS: u64 = 20;
@@ -104,6 +105,10 @@ pub(crate) struct SimWorld<'a> {
     etcd_up: bool,
     /// Directed cuts between the API server and etcd.
     etcd_cuts: BTreeSet<(String, String)>,
+    /// Delays, losses and API errors, shared with the API server.
+    degraded: Arc<Mutex<apiserver::Degraded>>,
+    /// Link directions cut now.
+    cut: BTreeSet<(String, String)>,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -165,20 +170,36 @@ impl World for SimWorld<'_> {
         (!self.sim.is_host_running(name)).then_some(Exit::Recorded)
     }
 
-    fn cut(&mut self, from: &str, to: &str) {
-        self.sim.partition_oneway(from, to);
-        if Self::is_etcd_link(from, to) {
-            self.etcd_cuts.insert((from.to_owned(), to.to_owned()));
-            self.update_etcd();
+    fn link(&mut self, from: &str, to: &str, state: &LinkState) {
+        let key = (from.to_owned(), to.to_owned());
+        if state.cut != self.cut.contains(&key) {
+            if state.cut {
+                self.sim.partition_oneway(from, to);
+                self.cut.insert(key.clone());
+            } else {
+                self.sim.repair_oneway(from, to);
+                self.cut.remove(&key);
+            }
+            if Self::is_etcd_link(from, to) {
+                if state.cut {
+                    self.etcd_cuts.insert(key.clone());
+                } else {
+                    self.etcd_cuts.remove(&key);
+                }
+                self.update_etcd();
+            }
+        }
+        // The API server holds what crosses a slowed link (it is one end of every link).
+        let mut degraded = self.degraded.lock().expect("degraded");
+        if state.slowed() {
+            degraded.links.insert(key, state.clone());
+        } else {
+            degraded.links.remove(&key);
         }
     }
 
-    fn mend(&mut self, from: &str, to: &str) {
-        self.sim.repair_oneway(from, to);
-        if Self::is_etcd_link(from, to) {
-            self.etcd_cuts.remove(&(from.to_owned(), to.to_owned()));
-            self.update_etcd();
-        }
+    fn api_errors(&mut self, active: &[(usize, ApiErrors)]) {
+        self.degraded.lock().expect("degraded").errors = active.to_vec();
     }
 
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
@@ -266,6 +287,8 @@ impl Backend for Sim {
             stop: "crash the turmoil host of",
             kill: "crash the turmoil host of",
             cut: "turmoil drops the simulated link's messages",
+            slow: "the simulated API server",
+            errors: "the simulated API server",
         }
         .describe(action)
     }
@@ -338,10 +361,12 @@ fn start(
     });
     names.push("etcd".to_owned());
 
+    let degraded = Arc::new(Mutex::new(apiserver::Degraded::new(opts.seed)));
     let api = Arc::new(ApiServer::new(
         store.clone(),
         etcd_ok.clone(),
         clock.clone(),
+        degraded.clone(),
     ));
     let api_proc = proc_of("api-server");
     sim.host(net::API_HOST, move || {
@@ -472,6 +497,8 @@ fn start(
         etcd_ok,
         etcd_up: true,
         etcd_cuts: BTreeSet::new(),
+        degraded,
+        cut: BTreeSet::new(),
         commands: tx,
     };
     Ok(Ready {

@@ -4,6 +4,13 @@
 //! One connection per request, bounded by a timeout that covers connecting, sending and reading
 //! the whole body: turmoil partitions drop packets silently (as a real network does), so a
 //! client without a timeout would hang forever.
+//!
+//! Each client says who it is in [`USER_HEADER`] (the user its credentials authenticate as on a
+//! real cluster; `api-errors` matches it). A client that models client-go's REST client also
+//! does what client-go does with an answer of 429 or 5xx that carries `Retry-After`: it waits
+//! that many seconds and sends the request again, up to 10 times, within its timeout
+//! (`rest.checkWait`, `maxRetries` 10 in client-go's `rest/with_retry.go`); kube-rs, which
+//! kubechaos's own programs use, does not retry.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,24 +27,74 @@ pub(crate) const API_PORT: u16 = 6443;
 /// The API server's host name in the simulation.
 pub(crate) const API_HOST: &str = "api-server";
 
+/// The header in which a simulated client names the user it authenticates as.
+pub(crate) const USER_HEADER: &str = "x-kubechaos-user";
+
+/// The user kubechaos's own clients authenticate as (the local backend's admin certificate).
+pub(crate) const ADMIN_USER: &str = "kubechaos-admin";
+
+/// client-go's `maxRetries` of a REST request answered with `Retry-After`.
+const CLIENT_GO_RETRIES: u32 = 10;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A tower service for `kube::Client::new` over turmoil TCP.
 #[derive(Clone, Debug)]
 pub struct SimTransport {
     timeout: Duration,
+    user: String,
+    /// Retry on `Retry-After`, as client-go does.
+    client_go: bool,
 }
 
 impl SimTransport {
-    /// A transport whose requests time out after `timeout`.
-    pub(crate) fn new(timeout: Duration) -> Self {
-        SimTransport { timeout }
+    /// A transport whose requests time out after `timeout`, authenticated as `user`.
+    pub(crate) fn new(timeout: Duration, user: &str, client_go: bool) -> Self {
+        SimTransport {
+            timeout,
+            user: user.to_owned(),
+            client_go,
+        }
     }
 
-    /// A kube-rs client that talks to the simulated API server.
+    /// A kube-rs client of kubechaos's own (the observer, the bootstrap) that talks to the
+    /// simulated API server.
     pub fn client(timeout: Duration) -> kube::Client {
-        kube::Client::new(SimTransport::new(timeout), "default")
+        Self::client_as(timeout, ADMIN_USER, false)
     }
+
+    /// A client authenticated as `user`; `client_go`: it retries on `Retry-After`.
+    pub(crate) fn client_as(timeout: Duration, user: &str, client_go: bool) -> kube::Client {
+        kube::Client::new(SimTransport::new(timeout, user, client_go), "default")
+    }
+}
+
+/// One exchange on a fresh connection.
+async fn exchange(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, BoxError> {
+    let stream = turmoil::net::TcpStream::connect((API_HOST, API_PORT)).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let resp = sender.send_request(req).await?;
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await?.to_bytes();
+    Ok(Response::from_parts(parts, Full::new(bytes)))
+}
+
+/// client-go's `checkWait`: the seconds to wait before a retry, for a 429 or 5xx with a
+/// `Retry-After` of whole seconds.
+fn retry_after(resp: &Response<Full<Bytes>>) -> Option<u64> {
+    let code = resp.status().as_u16();
+    if code != 429 && code < 500 {
+        return None;
+    }
+    resp.headers()
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 impl tower::Service<Request<kube::client::Body>> for SimTransport {
@@ -51,20 +108,29 @@ impl tower::Service<Request<kube::client::Body>> for SimTransport {
 
     fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
         let timeout = self.timeout;
+        let user = self.user.clone();
+        let client_go = self.client_go;
         Box::pin(async move {
-            let exchange = async move {
-                let stream = turmoil::net::TcpStream::connect((API_HOST, API_PORT)).await?;
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                let resp = sender.send_request(req).await?;
-                let (parts, body) = resp.into_parts();
-                let bytes = body.collect().await?.to_bytes();
-                Ok::<_, BoxError>(Response::from_parts(parts, Full::new(bytes)))
+            let run = async move {
+                let (mut parts, body) = req.into_parts();
+                let body = body.collect().await?.to_bytes();
+                parts
+                    .headers
+                    .insert(USER_HEADER, http::HeaderValue::from_str(&user)?);
+                let mut retries = 0;
+                loop {
+                    let req = Request::from_parts(parts.clone(), Full::new(body.clone()));
+                    let resp = exchange(req).await?;
+                    match retry_after(&resp) {
+                        Some(secs) if client_go && retries < CLIENT_GO_RETRIES => {
+                            retries += 1;
+                            tokio::time::sleep(Duration::from_secs(secs)).await;
+                        }
+                        _ => return Ok::<_, BoxError>(resp),
+                    }
+                }
             };
-            match tokio::time::timeout(timeout, exchange).await {
+            match tokio::time::timeout(timeout, run).await {
                 Ok(result) => result,
                 Err(_) => Err(format!("request to {API_HOST} timed out after {timeout:?}").into()),
             }

@@ -88,9 +88,11 @@ impl Proc {
         format!("{}_{inc}", self.name)
     }
 
-    /// A kube-rs client over the simulated network.
+    /// A client over the simulated network, authenticated as the process is on the local
+    /// backend ([`credentials`]).
     pub(crate) fn client(&self) -> kube::Client {
-        SimTransport::client(REQUEST_TIMEOUT)
+        let (user, client_go) = credentials(&self.name);
+        SimTransport::client_as(REQUEST_TIMEOUT, user, client_go)
     }
 
     /// A jitter source for incarnation `inc`, derived from the seed.
@@ -110,6 +112,20 @@ impl Proc {
             self.rng(inc),
             Arc::new(RecorderReporter(self.recorder.clone())),
         )
+    }
+}
+
+/// Who a process is to the API server, as on the local backend (its certificates,
+/// `local::pki::IDENTITIES`): the components as upstream's RBAC names them, with client-go's
+/// REST client (which retries on `Retry-After`); the rest (agents, nodes) kubechaos's own
+/// programs, which authenticate as kubechaos's admin and use kube-rs.
+pub(crate) fn credentials(process: &str) -> (&'static str, bool) {
+    if process.starts_with("kube-scheduler-") {
+        ("system:kube-scheduler", true)
+    } else if process.starts_with("kube-controller-manager-") {
+        ("system:kube-controller-manager", true)
+    } else {
+        (super::net::ADMIN_USER, false)
     }
 }
 

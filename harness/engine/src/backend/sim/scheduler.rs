@@ -2,8 +2,10 @@
 //!
 //! Mirrors upstream v1.3x (`cmd/kube-scheduler/app/server.go`, `pkg/scheduler`):
 //! - leader-elected on `kube-system/kube-scheduler` with 15s/10s/2s;
-//! - `OnStoppedLeading` exits the process ("leaderelection lost", status 1): something outside
-//!   (the kubelet, for a static pod) must restart it;
+//! - a renew that fails is followed by client-go's release (`ReleaseOnCancel`: read the Lease,
+//!   give it up if the last record seen was its own; bounded by the renew deadline, each request
+//!   by the lock client's timeout), then `OnStoppedLeading` exits the process ("leaderelection
+//!   lost", status 1): something outside (the kubelet, for a static pod) must restart it;
 //! - on SIGTERM (its pod deleted) it releases the lease (`ReleaseOnCancel`) and exits 0;
 //! - binds pending pods (no `spec.nodeName`) to nodes whose Ready condition is True, that are not
 //!   `spec.unschedulable` and carry no NoSchedule/NoExecute taint, through `pods/binding`;
@@ -44,6 +46,7 @@ pub async fn run(p: Proc) {
         elector.release().await;
         p.exit("exited: status 0: requested to terminate (SIGTERM), the lease released first");
     } else {
+        elector.release_lost().await;
         p.exit("exited: leaderelection lost (upstream exits with status 1)");
     }
 }
