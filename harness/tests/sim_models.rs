@@ -176,6 +176,7 @@ fn sim_with_api_server() -> (
         Arc::new(Mutex::new(
             kubechaos_engine::backend::sim::apiserver::Degraded::new(1),
         )),
+        Arc::default(),
     ));
     sim.host("api-server", move || api.clone().serve());
     (sim, recorder, clock, store)

@@ -174,6 +174,7 @@ mod tests {
                     a: sched.clone(),
                     b: Target::ApiServer,
                     oneway: false,
+                    reset: false,
                 }),
                 Some(Action::Heal(Heal)),
             ),

@@ -264,6 +264,7 @@ impl Topology {
                             a: pool[t].clone(),
                             b: Target::ApiServer,
                             oneway,
+                            reset: false,
                         })
                     })
                     .boxed(),
@@ -278,6 +279,7 @@ impl Topology {
                                 a: pool[t].clone(),
                                 b: Target::ApiServer,
                                 oneway,
+                                reset: false,
                             },
                             latency: Duration::from_secs(secs),
                             jitter: Duration::ZERO,
@@ -294,6 +296,7 @@ impl Topology {
                                 a: pool[t].clone(),
                                 b: Target::ApiServer,
                                 oneway,
+                                reset: false,
                             },
                             ratio: Ratio::new(f64::from(tenths) / 10.0),
                         })

@@ -897,28 +897,30 @@ impl Decoder {
                     a: a?,
                     b: b?,
                     oneway: false,
+                    reset: false,
                 })
             }
             Value::Map(_) => {
-                let f = self.fields(node, "`partition`", &["from", "to"])?;
-                let a = self
-                    .required(&f, node.pos, "from", "`partition`")
-                    .and_then(|n| self.target(n, "`partition.from`"));
-                let b = self
-                    .required(&f, node.pos, "to", "`partition`")
-                    .and_then(|n| self.target(n, "`partition.to`"));
-                target_pos.extend([
-                    f.get("from").map(|n| n.pos).unwrap_or(node.pos),
-                    f.get("to").map(|n| n.pos).unwrap_or(node.pos),
-                ]);
+                let f = self.fields(node, "`partition`", &["from", "to", "between", "mode"])?;
+                let link = self.link(&f, node, "partition", target_pos);
+                let reset = match f.get("mode") {
+                    None => Some(false),
+                    Some(n) => match self.string(n, "`partition.mode`")?.as_str() {
+                        "hold" => Some(false),
+                        "reset" => Some(true),
+                        other => {
+                            self.problem(n.pos, format!("`partition.mode: {other}` is unknown; expected `hold` (the default: packets vanish and are retransmitted once it heals) or `reset` (every connection across it is reset)"));
+                            None
+                        }
+                    },
+                };
                 Some(Partition {
-                    a: a?,
-                    b: b?,
-                    oneway: true,
+                    reset: reset?,
+                    ..link?
                 })
             }
             other => {
-                self.problem(node.pos, format!("`partition` is {}; expected two targets `[A, B]` or one way `{{from: A, to: B}}`", match other {
+                self.problem(node.pos, format!("`partition` is {}; expected two targets `[A, B]`, one way `{{from: A, to: B}}`, or `{{between: [A, B], mode: reset}}`", match other {
                     Value::Seq(items) => format!("a list of {}", items.len()),
                     v => v.kind().to_owned(),
                 }));
@@ -948,6 +950,7 @@ impl Decoder {
                         a: a?,
                         b: b?,
                         oneway: false,
+                        reset: false,
                     })
                 }
                 other => {
@@ -972,6 +975,7 @@ impl Decoder {
                     a: a?,
                     b: b?,
                     oneway: true,
+                    reset: false,
                 })
             }
             (Some(_), _, _) => {
@@ -1536,6 +1540,18 @@ mod tests {
                 "partition: {from: agent/a/1, to: etcd}",
                 "partition: {from: agent/a/1, to: etcd}",
             ),
+            (
+                "partition: {between: [agent/a/1, api-server]}",
+                "partition: [agent/a/1, api-server]",
+            ),
+            (
+                "partition: {from: agent/a/1, to: etcd, mode: hold}",
+                "partition: {from: agent/a/1, to: etcd}",
+            ),
+            (
+                "partition: {between: [agent/a/1, api-server], mode: reset}",
+                "partition: {between: [agent/a/1, api-server], mode: reset}",
+            ),
             ("heal: all", "heal: all"),
             ("kill: node/node-1", "kill: node/node-1"),
             ("remove: kube-scheduler", "remove: kube-scheduler"),
@@ -1703,6 +1719,8 @@ mod tests {
             ("api-errors: {status: 500, resources: [Leases]}", "`api-errors.resources` has `Leases`; expected resources as the API names them"),
             ("api-errors: {status: 429, retry-after: 1500ms, verbs: [get]}", "`api-errors.retry-after` is 1.5s; expected whole seconds"),
             ("api-errors: {status: 500, verbs: [update], code: 3}", "unknown key `code` in `api-errors`"),
+            ("partition: {from: api-server, to: etcd, mode: rst}", "`partition.mode: rst` is unknown; expected `hold`"),
+            ("partition: {from: api-server}", "`partition` names no link"),
         ];
         for (step, expected) in cases {
             let err = scenario(&format!("  - {{at: 1s, {step}}}\n")).unwrap_err();

@@ -475,6 +475,10 @@ pub struct Partition {
     pub b: Target,
     /// Only traffic from `a` to `b` is dropped.
     pub oneway: bool,
+    /// A partition that resets: every connection across it is reset (RST) when it starts and
+    /// while it lasts, as a rebooted peer answers (`mode: reset`); otherwise packets vanish and
+    /// TCP retransmits them until the link heals.
+    pub reset: bool,
 }
 
 /// A fraction from 0 to 1, kept in millionths (so that actions compare exactly).
@@ -591,7 +595,8 @@ impl fmt::Display for ApiErrors {
     }
 }
 
-/// A link as `delay` and `loss` write it: `from: A, to: B` or `between: [A, B]`.
+/// A link as `delay`, `loss` and a mapping `partition` write it: `from: A, to: B` or
+/// `between: [A, B]`.
 fn link_text(link: &Partition) -> String {
     if link.oneway {
         format!("from: {}, to: {}", link.a, link.b)
@@ -659,20 +664,39 @@ pub struct ApiErrorsText {
     users: Option<Vec<String>>,
 }
 
-/// `[A, B]` or `{from: A, to: B}`.
+/// `[A, B]`, or a mapping: `{from: A, to: B}` one way, `{between: [A, B]}` both ways, with
+/// `mode`.
 #[derive(JsonSchema)]
 #[schemars(untagged)]
 #[allow(dead_code)]
 pub enum PartitionText {
     /// Both ways.
     Both(#[schemars(length(equal = 2))] Vec<TargetText>),
-    /// One way.
-    OneWay {
-        /// Sender whose packets vanish.
-        from: TargetText,
-        /// Receiver that no longer hears `from`.
-        to: TargetText,
+    /// One way (`from`, `to`) or both (`between`).
+    Link {
+        /// Sender whose packets vanish (one way; with `to`).
+        from: Option<TargetText>,
+        /// Receiver that no longer hears `from` (one way; with `from`).
+        to: Option<TargetText>,
+        /// Both ways between two targets (instead of `from`/`to`).
+        #[schemars(length(equal = 2))]
+        between: Option<Vec<TargetText>>,
+        /// `hold` (default): packets vanish and are retransmitted until the link heals, so a
+        /// connection survives a cut its timeouts outlast; `reset`: every connection across it is
+        /// reset, as a rebooted peer answers.
+        mode: Option<PartitionMode>,
     },
+}
+
+/// How a partition treats the connections across it.
+#[derive(JsonSchema)]
+#[schemars(rename_all = "kebab-case")]
+#[allow(dead_code)]
+pub enum PartitionMode {
+    /// Packets vanish; TCP retransmits them until the link heals (the default).
+    Hold,
+    /// Every connection across it is reset (RST), now and while it lasts.
+    Reset,
 }
 
 /// `heal: all`.
@@ -858,6 +882,9 @@ impl fmt::Display for Action {
         match self {
             Action::ApiServer(op) => write!(f, "api-server: {}", op.name()),
             Action::Etcd(op) => write!(f, "etcd: {}", op.name()),
+            Action::Partition(p) if p.reset => {
+                write!(f, "partition: {{{}, mode: reset}}", link_text(p))
+            }
             Action::Partition(p) if p.oneway => {
                 write!(f, "partition: {{from: {}, to: {}}}", p.a, p.b)
             }

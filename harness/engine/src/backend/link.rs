@@ -4,7 +4,9 @@
 //!
 //! The model is TCP's, since every link here carries TCP:
 //! - a cut holds the bytes (segments are lost and retransmitted until the link heals; nothing is
-//!   reset, the stream goes on whole afterwards, unless a timeout ended it first);
+//!   reset, the stream goes on whole afterwards, unless a timeout ended it first); a cut with
+//!   `mode: reset` resets every connection across it instead, when it starts and while it
+//!   lasts, as a rebooted peer answers;
 //! - a delay makes each message arrive `latency ± jitter` later (uniformly), in the order sent,
 //!   as `tc netem delay` does to a TCP stream;
 //! - a loss of ratio p loses each message with probability p, and TCP retransmits it after its
@@ -27,8 +29,11 @@ const MAX_RETRANSMISSIONS: u32 = 15;
 /// One fault's effect on one direction of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Effect {
-    /// Nothing passes (held until the link heals).
-    Cut,
+    /// Nothing passes: held until the link heals, or (`reset`) every connection reset.
+    Cut {
+        /// Connections are reset rather than held.
+        reset: bool,
+    },
     /// Messages arrive later.
     Delay {
         /// Added to each message.
@@ -44,7 +49,7 @@ impl Effect {
     /// The effect of a link fault's action.
     pub(crate) fn of(action: &Action) -> Option<Effect> {
         match action {
-            Action::Partition(_) => Some(Effect::Cut),
+            Action::Partition(p) => Some(Effect::Cut { reset: p.reset }),
             Action::Delay(d) => Some(Effect::Delay {
                 latency: d.latency,
                 jitter: d.jitter,
@@ -60,6 +65,8 @@ impl Effect {
 pub(crate) struct LinkState {
     /// Nothing passes.
     pub(crate) cut: bool,
+    /// And every connection across it is reset (a cut with `mode: reset`).
+    pub(crate) reset: bool,
     /// Added to every message (the delays on the link, summed).
     pub(crate) latency: Duration,
     /// Plus or minus (the jitters, summed).
@@ -75,7 +82,10 @@ impl LinkState {
         let mut kept = 1.0;
         for e in effects {
             match e {
-                Effect::Cut => s.cut = true,
+                Effect::Cut { reset } => {
+                    s.cut = true;
+                    s.reset |= *reset;
+                }
                 Effect::Delay { latency, jitter } => {
                     s.latency += *latency;
                     s.jitter += *jitter;
@@ -143,7 +153,9 @@ mod tests {
         assert_eq!(s.latency, Duration::from_secs(3));
         assert_eq!(s.jitter, Duration::from_millis(100));
         assert!((s.loss - 0.75).abs() < 1e-9, "{}", s.loss);
-        assert!(LinkState::of(&[Effect::Cut]).cut);
+        assert!(LinkState::of(&[Effect::Cut { reset: false }]).cut);
+        let both = LinkState::of(&[Effect::Cut { reset: false }, Effect::Cut { reset: true }]);
+        assert!(both.cut && both.reset);
         assert_eq!(LinkState::of(&[]), LinkState::default());
         assert!(!LinkState::default().slowed());
     }

@@ -151,6 +151,9 @@ impl Provider {
             | Action::Remove(Target::Agent(..))
             | Action::Start(Target::Agent(..)) => None,
             Action::Kill(t) | Action::Remove(t) | Action::Start(t) => self.refusal_on(t, false),
+            Action::Partition(p) if p.reset => Some(
+                "a partition with `mode: reset` is carried out on sim and local; on kube a partition drops packets (iptables DROP rules, or kubechaos's proxy holding them); expected `mode: hold` (the default)".to_owned(),
+            ),
             Action::Partition(p) => match (&p.a, &p.b) {
                 (Target::Agent(..), Target::ApiServer) | (Target::ApiServer, Target::Agent(..)) => {
                     None

@@ -13,7 +13,9 @@
 //!   connection is the closest a user-space proxy gets);
 //! - a delayed or lossy direction hands each chunk it reads on after what the model draws for
 //!   it (its delay, and TCP's retransmission timeouts for its losses), never before the chunk
-//!   read before it: the stream stays whole and in order, as `tc netem` leaves a TCP stream.
+//!   read before it: the stream stays whole and in order, as `tc netem` leaves a TCP stream;
+//! - a cut with `mode: reset` resets every connection (RST to both ends: `SO_LINGER` 0, then
+//!   close) when it starts, and every connection made while it lasts, as a rebooted peer does.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -35,6 +37,8 @@ pub(crate) struct Link {
     rng: Mutex<Rng>,
     /// Told when a direction changes.
     changed: Notify,
+    /// Bumped when a reset cut starts: every open connection is reset.
+    resets: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Link {
@@ -47,6 +51,7 @@ impl Default for Link {
             state: Mutex::default(),
             rng: Mutex::new(Rng::new(seed, "proxy")),
             changed: Notify::new(),
+            resets: tokio::sync::watch::Sender::new(0),
         }
     }
 }
@@ -58,6 +63,11 @@ impl Link {
 
     fn is_cut(&self, up: bool) -> bool {
         self.state.lock().expect("link")[Self::dir(up)].cut
+    }
+
+    /// Whether either direction is cut with `mode: reset`.
+    fn resetting(&self) -> bool {
+        self.state.lock().expect("link").iter().any(|s| s.reset)
     }
 
     /// How much later than now a chunk read now is handed on.
@@ -96,6 +106,12 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// End a connection with a reset (RST), as a peer that lost its state does: `SO_LINGER` 0, so
+/// that closing it aborts it.
+fn abort(socket: &TcpStream) {
+    let _ = socket2::SockRef::from(socket).set_linger(Some(std::time::Duration::ZERO));
 }
 
 /// One direction: read while not cut, hand each chunk on when it is due and the direction is
@@ -153,24 +169,53 @@ impl Proxy {
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let link = shared.clone();
+                if link.resetting() {
+                    abort(&client);
+                    continue;
+                }
                 tokio::spawn(async move {
+                    let mut resets = link.resets.subscribe();
                     let Ok(server) = TcpStream::connect(target).await else {
                         return;
                     };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
-                    let (cr, cw) = client.into_split();
-                    let (sr, sw) = server.into_split();
-                    tokio::join!(pump(cr, sw, link.clone(), true), pump(sr, cw, link, false));
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let reset = {
+                        let mut pumps = Box::pin(async {
+                            tokio::join!(
+                                pump(&mut cr, &mut sw, link.clone(), true),
+                                pump(&mut sr, &mut cw, link.clone(), false)
+                            )
+                        });
+                        tokio::select! {
+                            _ = &mut pumps => false,
+                            _ = resets.changed() => true,
+                        }
+                    };
+                    if reset {
+                        abort(cw.as_ref());
+                        abort(sw.as_ref());
+                        // No FIN first (a write half shuts down when dropped): closing with the
+                        // read halves sends the reset alone.
+                        cw.forget();
+                        sw.forget();
+                    }
                 });
             }
         });
         Ok(Proxy { addr, link, task })
     }
 
-    /// Set the condition of one direction: `up` is client to server.
+    /// Set the condition of one direction: `up` is client to server. A reset cut resets every
+    /// open connection at once.
     pub(crate) fn set(&self, up: bool, state: &LinkState) {
+        let was = self.link.resetting();
         self.link.state.lock().expect("link")[Link::dir(up)] = state.clone();
+        if state.reset && !was {
+            self.link.resets.send_modify(|n| *n += 1);
+        }
         self.link.changed.notify_waiters();
     }
 
@@ -319,5 +364,132 @@ mod tests {
             all.push(one[0]);
         }
         assert_eq!(all, (0..20u8).map(|i| b'a' + i).collect::<Vec<_>>());
+    }
+
+    /// A reset cut resets the open connections and every new one while it lasts; healed, the
+    /// proxy carries new connections again.
+    #[tokio::test]
+    async fn a_reset_cut_resets_open_and_new_connections() {
+        let proxy = Proxy::start(echo_server().await).unwrap();
+        let mut c = TcpStream::connect(proxy.addr).await.unwrap();
+        assert!(roundtrip(&mut c, b"hello").await.is_some());
+        let reset = LinkState {
+            cut: true,
+            reset: true,
+            ..Default::default()
+        };
+        proxy.set(true, &reset);
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf)).await;
+        let e = read
+            .expect("the reset arrives at once")
+            .expect_err("a reset, not an end");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+        let mut fresh = TcpStream::connect(proxy.addr).await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(5), fresh.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Err(_)) | Ok(Ok(0))),
+            "a new connection is reset too: {read:?}"
+        );
+        proxy.set(true, &LinkState::default());
+        let mut again = TcpStream::connect(proxy.addr).await.unwrap();
+        assert!(roundtrip(&mut again, b"back").await.is_some());
+    }
+}
+
+/// The proxies on the real control plane.
+#[cfg(test)]
+mod real {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, WatchEvent, WatchParams};
+
+    use super::Proxy;
+    use crate::backend::link::LinkState;
+    use crate::backend::local::cluster::{LocalCluster, Spec};
+    use kubechaos_core::scenario::Component;
+
+    /// A client without a read timeout (kube-rs's default) watching Leases through a proxy
+    /// rides out a 3-minute cut of both directions: the proxy holds the bytes, as a network
+    /// partition holds them for TCP to retransmit, so the same watch goes on after the heal and
+    /// delivers what happened meanwhile; nothing reset it.
+    #[test]
+    #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+    fn a_client_without_a_read_timeout_rides_out_a_three_minute_cut() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let spec = Spec {
+                purpose: "proxy test".into(),
+                nodes: 0,
+                components: [(Component::KubeScheduler, 1)].into_iter().collect(),
+                ..Default::default()
+            };
+            let cluster = LocalCluster::up(
+                &spec,
+                false,
+                std::sync::Arc::new(crate::backend::local::pods::Quiet),
+                &mut |_| {},
+            )
+            .await
+            .expect("the local control plane starts");
+            let mut kc = kube::config::Kubeconfig::read_from(&cluster.admin_kubeconfig).unwrap();
+            let server = kc.clusters[0]
+                .cluster
+                .as_ref()
+                .unwrap()
+                .server
+                .clone()
+                .unwrap();
+            let api_addr: std::net::SocketAddr =
+                server.trim_start_matches("https://").parse().unwrap();
+            let proxy = Proxy::start(api_addr).unwrap();
+            kc.clusters[0].cluster.as_mut().unwrap().server =
+                Some(format!("https://{}", proxy.addr));
+            let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .unwrap();
+            config.read_timeout = None;
+            let client = kube::Client::try_from(config).unwrap();
+            let leases: Api<Lease> = Api::namespaced(client, "kube-system");
+            let rv = leases
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .metadata
+                .resource_version
+                .unwrap();
+            let params = WatchParams::default().timeout(290);
+            let mut events = Box::pin(leases.watch(&params, &rv).await.unwrap());
+            // The watch is live: the scheduler renews every 2 seconds.
+            let first = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+            assert!(
+                matches!(first, Ok(Some(Ok(WatchEvent::Modified(_))))),
+                "{first:?}"
+            );
+
+            let cut = LinkState {
+                cut: true,
+                ..Default::default()
+            };
+            proxy.set(true, &cut);
+            proxy.set(false, &cut);
+            let during = tokio::time::timeout(Duration::from_secs(180), events.next()).await;
+            assert!(during.is_err(), "nothing crosses the cut: {during:?}");
+            proxy.set(true, &LinkState::default());
+            proxy.set(false, &LinkState::default());
+            // The same watch goes on: what the server sent during the cut arrives, then more.
+            for _ in 0..3 {
+                let after = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+                assert!(
+                    matches!(after, Ok(Some(Ok(WatchEvent::Modified(_))))),
+                    "the watch goes on after the heal: {after:?}"
+                );
+            }
+            drop(events);
+            drop(proxy);
+            cluster.down().await;
+        });
     }
 }

@@ -11,15 +11,18 @@
 //! When etcd is down or cut off from the API server, every request waits and then fails with
 //! 500 `etcdserver: request timed out`, as kube-apiserver answers when its etcd client times out.
 //!
-//! Degradation ([`Degraded`]): a delayed or lossy link between a client's host and the API
-//! server holds the request before it is served and the response before it is sent, by what
-//! [`crate::backend::link`] draws for each; one between the API server and etcd holds each
-//! request's round trip to storage. A request runs to its end once it has arrived, even if its
-//! client gave up meanwhile (a real API server serves a request whose client has gone). An
+//! Links ([`Degraded`]): the API server is one end of every link that carries traffic, so it
+//! carries out [`crate::backend::link`]'s model for them all. A cut link between a client's host
+//! and the API server holds the request until the link heals before it is served, and the
+//! response before it is sent, as TCP retransmits what a partition loses (the client may have
+//! given up by then: its timeout); a cut with `mode: reset` ends the connection instead, when
+//! the request or its response would cross it. A delayed or lossy link holds each by what the
+//! model draws for it; one between the API server and etcd holds each request's round trip to
+//! storage. A request runs to its end once it has arrived, even if its client gave up meanwhile
+//! (a real API server serves a request whose client has gone). An
 //! `api-errors` rule in effect answers a matching request with its status instead of serving
 //! it (the user is the one the client authenticates as, [`USER_HEADER`]).
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,13 +52,15 @@ pub struct ApiServer {
     pub(crate) clock: Arc<dyn Clock>,
     /// Woken after every write, for watches.
     pub(crate) changed: tokio::sync::Notify,
-    /// The delays, losses and API errors in effect (set by the simulation driver).
+    /// The cuts, delays, losses and API errors in effect (set by the simulation driver).
     pub(crate) degraded: Arc<Mutex<Degraded>>,
+    /// Woken when a link changes (set by the simulation driver).
+    pub(crate) links_changed: Arc<tokio::sync::Notify>,
 }
 
 /// The degradation faults in effect on the simulated API server and its links.
 pub struct Degraded {
-    /// Slowed link directions, by (from, to) host.
+    /// Link directions that are cut or slowed, by (from, to) host.
     pub(crate) links: std::collections::BTreeMap<(String, String), LinkState>,
     /// `api-errors` steps in effect.
     pub(crate) errors: Vec<(usize, ApiErrors)>,
@@ -73,15 +78,45 @@ impl Degraded {
         }
     }
 
-    /// How much later a message from `from` to `to` arrives (zero on a healthy link).
-    fn extra(&mut self, from: &str, to: &str) -> Duration {
+    /// What a message from `from` to `to` meets now: a cut (and whether it resets), or how
+    /// much later it arrives (zero on a healthy link).
+    fn crossing(&mut self, from: &str, to: &str) -> Crossing {
         let Some(state) = self.links.get(&(from.to_owned(), to.to_owned())) else {
-            return Duration::ZERO;
+            return Crossing::After(Duration::ZERO);
         };
+        if state.cut {
+            return if state.reset {
+                Crossing::Reset
+            } else {
+                Crossing::Held
+            };
+        }
         let rng = &mut self.rng;
-        state.extra(|| rng.next_f64())
+        Crossing::After(state.extra(|| rng.next_f64()))
     }
 }
+
+/// What a message meets on its link.
+enum Crossing {
+    /// It arrives after this long.
+    After(Duration),
+    /// The link is cut: it waits until it heals.
+    Held,
+    /// The link is cut and resets: the connection ends.
+    Reset,
+}
+
+/// The connection was reset by a cut with `mode: reset`.
+#[derive(Debug)]
+pub(crate) struct ConnectionReset;
+
+impl std::fmt::Display for ConnectionReset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection reset by a partition with mode: reset")
+    }
+}
+
+impl std::error::Error for ConnectionReset {}
 
 /// The longest a watch waits without changes before it answers empty.
 pub(crate) const WATCH_MAX: Duration = Duration::from_secs(4);
@@ -96,6 +131,7 @@ impl ApiServer {
         etcd_ok: Arc<std::sync::atomic::AtomicBool>,
         clock: Arc<dyn Clock>,
         degraded: Arc<Mutex<Degraded>>,
+        links_changed: Arc<tokio::sync::Notify>,
     ) -> ApiServer {
         ApiServer {
             store,
@@ -103,14 +139,39 @@ impl ApiServer {
             clock,
             changed: tokio::sync::Notify::new(),
             degraded,
+            links_changed,
         }
     }
 
-    /// Hold a message from `from` to `to` for what the link's degradation draws.
-    async fn cross(&self, from: &str, to: &str) {
-        let extra = self.degraded.lock().expect("degraded").extra(from, to);
-        if !extra.is_zero() {
-            tokio::time::sleep(extra).await;
+    /// Carry a message from `from` to `to` across its link: held while it is cut, then for
+    /// what a delay or loss draws (a cut made meanwhile holds it again); an error where a cut
+    /// resets the connection.
+    async fn cross(&self, from: &str, to: &str) -> Result<(), ConnectionReset> {
+        loop {
+            let changed = self.links_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let crossing = self.degraded.lock().expect("degraded").crossing(from, to);
+            match crossing {
+                Crossing::Reset => return Err(ConnectionReset),
+                Crossing::Held => changed.await,
+                Crossing::After(extra) => {
+                    if !extra.is_zero() {
+                        tokio::time::sleep(extra).await;
+                    }
+                    // Cut while it was on its way: held (or reset) too.
+                    match self
+                        .degraded
+                        .lock()
+                        .expect("degraded")
+                        .links
+                        .get(&(from.to_owned(), to.to_owned()))
+                    {
+                        Some(s) if s.cut => continue,
+                        _ => return Ok(()),
+                    }
+                }
+            }
         }
     }
 
@@ -129,13 +190,14 @@ impl ApiServer {
                         // Served to the end even if the client goes: its own task.
                         let served =
                             tokio::task::spawn_local(async move { this.handle(&host, req).await });
-                        Ok::<_, Infallible>(served.await.unwrap_or_else(|_| {
-                            status(
+                        // A reset ends the connection without an answer.
+                        served.await.unwrap_or_else(|_| {
+                            Ok(status(
                                 StatusCode::INTERNAL_SERVER_ERROR,
                                 "InternalError",
                                 "the request's task ended",
-                            )
-                        }))
+                            ))
+                        })
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -146,11 +208,15 @@ impl ApiServer {
     }
 
     /// A request from a client on `host`: across its link, served, and back.
-    async fn handle(&self, host: &str, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        self.cross(host, API_HOST).await;
+    async fn handle(
+        &self,
+        host: &str,
+        req: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, ConnectionReset> {
+        self.cross(host, API_HOST).await?;
         let response = self.serve_request(req).await;
-        self.cross(API_HOST, host).await;
-        response
+        self.cross(API_HOST, host).await?;
+        Ok(response)
     }
 
     /// The `api-errors` rule that answers this request, if one does.
@@ -231,9 +297,14 @@ impl ApiServer {
                 "etcdserver: request timed out",
             );
         }
-        // The round trip to etcd.
-        self.cross(API_HOST, ETCD).await;
-        self.cross(ETCD, API_HOST).await;
+        // The round trip to etcd (a cut there is etcd unreachable, above).
+        if self.cross(API_HOST, ETCD).await.is_err() || self.cross(ETCD, API_HOST).await.is_err() {
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "etcdserver: request timed out",
+            );
+        }
         if parts.method == Method::GET
             && matches!(query_param(&query, "watch").as_deref(), Some("true" | "1"))
         {
@@ -541,6 +612,81 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a client without a read timeout meets across a cut of `cut` (virtual time): its
+    /// request is answered after the heal (hold) or fails at once (reset). Returns when it was
+    /// answered and whether it succeeded.
+    fn across_a_cut(cut: Duration, reset: bool) -> (Duration, bool) {
+        use std::sync::atomic::AtomicBool;
+        let mut sim = turmoil::Builder::new()
+            .tick_duration(Duration::from_millis(20))
+            .simulation_duration(Duration::from_secs(600))
+            .build();
+        let degraded = Arc::new(Mutex::new(Degraded::new(1)));
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let api = Arc::new(ApiServer::new(
+            Arc::default(),
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(crate::clock::SimClock {
+                epoch: crate::backend::sim::epoch(),
+            }),
+            degraded.clone(),
+            changed.clone(),
+        ));
+        sim.host(API_HOST, move || api.clone().serve());
+        let state = LinkState {
+            cut: true,
+            reset,
+            ..Default::default()
+        };
+        for (from, to) in [("client", API_HOST), (API_HOST, "client")] {
+            degraded
+                .lock()
+                .unwrap()
+                .links
+                .insert((from.into(), to.into()), state.clone());
+        }
+        let answered: Arc<Mutex<Option<(Duration, bool)>>> = Arc::default();
+        let out = answered.clone();
+        sim.client("client", async move {
+            // No read timeout: a day.
+            let client =
+                super::super::net::SimTransport::client_as(Duration::from_secs(86_400), "u", false);
+            let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::all(client);
+            let r = api.list(&Default::default()).await;
+            if let Err(e) = &r {
+                eprintln!("the request failed: {e}");
+            }
+            *out.lock().unwrap() = Some((turmoil::elapsed(), r.is_ok()));
+            Ok(())
+        });
+        let mut healed = false;
+        while answered.lock().unwrap().is_none() {
+            if !healed && sim.elapsed() >= cut {
+                degraded.lock().unwrap().links.clear();
+                changed.notify_waiters();
+                healed = true;
+            }
+            sim.step().unwrap();
+        }
+        let got = answered.lock().unwrap().take().unwrap();
+        got
+    }
+
+    /// A cut holds what crosses it, as TCP retransmits what a partition loses: a client without
+    /// a read timeout gets its answer once a 3-minute cut heals. A reset cut fails it at once.
+    #[test]
+    fn a_client_without_a_read_timeout_recovers_after_a_three_minute_cut() {
+        let (at, ok) = across_a_cut(Duration::from_secs(180), false);
+        assert!(ok, "answered after the heal");
+        assert!(
+            at >= Duration::from_secs(180) && at < Duration::from_secs(182),
+            "answered at {at:?}"
+        );
+        let (at, ok) = across_a_cut(Duration::from_secs(180), true);
+        assert!(!ok, "a reset fails the request");
+        assert!(at < Duration::from_secs(1), "at once, not at {at:?}");
+    }
 
     #[test]
     fn paths_parse() {

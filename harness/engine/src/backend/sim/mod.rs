@@ -105,10 +105,10 @@ pub(crate) struct SimWorld<'a> {
     etcd_up: bool,
     /// Directed cuts between the API server and etcd.
     etcd_cuts: BTreeSet<(String, String)>,
-    /// Delays, losses and API errors, shared with the API server.
+    /// Cuts, delays, losses and API errors, shared with the API server.
     degraded: Arc<Mutex<apiserver::Degraded>>,
-    /// Link directions cut now.
-    cut: BTreeSet<(String, String)>,
+    /// Told when a link changes.
+    links_changed: Arc<tokio::sync::Notify>,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -170,32 +170,27 @@ impl World for SimWorld<'_> {
         (!self.sim.is_host_running(name)).then_some(Exit::Recorded)
     }
 
+    /// The API server is one end of every link that carries traffic: it holds, resets or slows
+    /// what crosses it (`apiserver::Degraded`). A cut between it and etcd makes etcd
+    /// unreachable.
     fn link(&mut self, from: &str, to: &str, state: &LinkState) {
         let key = (from.to_owned(), to.to_owned());
-        if state.cut != self.cut.contains(&key) {
+        if Self::is_etcd_link(from, to) {
             if state.cut {
-                self.sim.partition_oneway(from, to);
-                self.cut.insert(key.clone());
+                self.etcd_cuts.insert(key.clone());
             } else {
-                self.sim.repair_oneway(from, to);
-                self.cut.remove(&key);
+                self.etcd_cuts.remove(&key);
             }
-            if Self::is_etcd_link(from, to) {
-                if state.cut {
-                    self.etcd_cuts.insert(key.clone());
-                } else {
-                    self.etcd_cuts.remove(&key);
-                }
-                self.update_etcd();
-            }
+            self.update_etcd();
         }
-        // The API server holds what crosses a slowed link (it is one end of every link).
         let mut degraded = self.degraded.lock().expect("degraded");
-        if state.slowed() {
-            degraded.links.insert(key, state.clone());
-        } else {
+        if *state == LinkState::default() {
             degraded.links.remove(&key);
+        } else {
+            degraded.links.insert(key, state.clone());
         }
+        drop(degraded);
+        self.links_changed.notify_waiters();
     }
 
     fn api_errors(&mut self, active: &[(usize, ApiErrors)]) {
@@ -286,7 +281,7 @@ impl Backend for Sim {
         crate::backend::Means {
             stop: "crash the turmoil host of",
             kill: "crash the turmoil host of",
-            cut: "turmoil drops the simulated link's messages",
+            cut: "the simulated API server holds what crosses the link (a reset partition ends each connection)",
             slow: "the simulated API server",
             errors: "the simulated API server",
         }
@@ -362,11 +357,13 @@ fn start(
     names.push("etcd".to_owned());
 
     let degraded = Arc::new(Mutex::new(apiserver::Degraded::new(opts.seed)));
+    let links_changed = Arc::new(tokio::sync::Notify::new());
     let api = Arc::new(ApiServer::new(
         store.clone(),
         etcd_ok.clone(),
         clock.clone(),
         degraded.clone(),
+        links_changed.clone(),
     ));
     let api_proc = proc_of("api-server");
     sim.host(net::API_HOST, move || {
@@ -498,7 +495,7 @@ fn start(
         etcd_up: true,
         etcd_cuts: BTreeSet::new(),
         degraded,
-        cut: BTreeSet::new(),
+        links_changed,
         commands: tx,
     };
     Ok(Ready {

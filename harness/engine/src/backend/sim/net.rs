@@ -9,8 +9,11 @@
 //! real cluster; `api-errors` matches it). A client that models client-go's REST client also
 //! does what client-go does with an answer of 429 or 5xx that carries `Retry-After`: it waits
 //! that many seconds and sends the request again, up to 10 times, within its timeout
-//! (`rest.checkWait`, `maxRetries` 10 in client-go's `rest/with_retry.go`); kube-rs, which
-//! kubechaos's own programs use, does not retry.
+//! (`rest.checkWait`, `maxRetries` 10 in client-go's `rest/with_retry.go`), and a GET whose
+//! connection was reset or closed before the answer is sent again after a second, as client-go
+//! makes an artificial `Retry-After: 1` of it (`rest/request.go`'s `isErrRetryableFunc`,
+//! `IsConnectionReset`/`IsProbableEOF`); kube-rs, which kubechaos's own programs use, does not
+//! retry.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -82,6 +85,31 @@ async fn exchange(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Bo
     Ok(Response::from_parts(parts, Full::new(bytes)))
 }
 
+/// Whether an exchange failed as client-go retries a GET: the connection reset, or closed
+/// before the answer (Go's `IsConnectionReset`, `IsProbableEOF`).
+fn connection_lost(e: &BoxError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    while let Some(err) = source {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_closed() {
+                return true;
+            }
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::UnexpectedEof
+            ) {
+                return true;
+            }
+        }
+        source = err.source();
+    }
+    false
+}
+
 /// client-go's `checkWait`: the seconds to wait before a retry, for a 429 or 5xx with a
 /// `Retry-After` of whole seconds.
 fn retry_after(resp: &Response<Full<Bytes>>) -> Option<u64> {
@@ -117,10 +145,24 @@ impl tower::Service<Request<kube::client::Body>> for SimTransport {
                 parts
                     .headers
                     .insert(USER_HEADER, http::HeaderValue::from_str(&user)?);
+                let get = parts.method == http::Method::GET;
                 let mut retries = 0;
                 loop {
                     let req = Request::from_parts(parts.clone(), Full::new(body.clone()));
-                    let resp = exchange(req).await?;
+                    let resp = match exchange(req).await {
+                        Ok(resp) => resp,
+                        Err(e)
+                            if client_go
+                                && get
+                                && retries < CLIENT_GO_RETRIES
+                                && connection_lost(&e) =>
+                        {
+                            retries += 1;
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    };
                     match retry_after(&resp) {
                         Some(secs) if client_go && retries < CLIENT_GO_RETRIES => {
                             retries += 1;
