@@ -150,6 +150,116 @@ fn the_degradation_traps_fail_and_say_what_held_the_lease_back() {
     }
 }
 
+/// Several API servers and etcd members on the sim: a lost quorum stops every write until it
+/// returns, and an API server cut off from etcd takes down the leaders whose connections land
+/// on it while the other replicas take over; each passes as written and its trap fails, saying
+/// what held the Lease back.
+#[test]
+fn api_servers_and_etcd_members_fail_and_recover_on_the_sim() {
+    for (file, expected) in [
+        (
+            "etcd-quorum-loss.yaml",
+            &[
+                "PASS  unschedulable",
+                "6 held, 0 violated",
+                "start: etcd/1 (undoing `remove: etcd/1`",
+            ][..],
+        ),
+        (
+            "api-server-cut-from-etcd.yaml",
+            &[
+                "cluster: 2 nodes, api-server ×3, etcd ×3",
+                "[api-server-0 <-> etcd-0, api-server-0 <-> etcd-1, api-server-0 <-> etcd-2]",
+                // The leaders were behind api-server-0; replicas behind the others took over.
+                "kube-scheduler-0: exited: leaderelection lost",
+                "kube-system/kube-scheduler: held by kube-scheduler-",
+                "5 held, 0 violated",
+            ],
+        ),
+    ] {
+        for seed in ["1", "2", "3"] {
+            let mut a = kubechaos()
+                .args(["scenario", &fixture(file), "--seed", seed])
+                .assert()
+                .code(0);
+            for e in expected {
+                a = a.stdout(predicate::str::contains(*e));
+            }
+        }
+    }
+    for (file, expected) in [
+        (
+            "trap-etcd-quorum-loss.yaml",
+            "kube-scheduler-0, kube-scheduler-1 were held back by `remove: etcd/1`, still in effect",
+        ),
+        (
+            "trap-api-server-cut-from-etcd.yaml",
+            "kube-scheduler-0 was held back by `partition: [api-server/0, etcd]`, still in effect",
+        ),
+    ] {
+        kubechaos()
+            .args(["scenario", &fixture(file)])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains(expected));
+    }
+}
+
+/// Topologies that mean nothing are refused at their position: an even etcd, an API server or
+/// member the cluster does not have, a leader of one member or of API servers; and what a
+/// backend cannot do yet is refused before the run.
+#[test]
+fn bad_topologies_and_their_targets_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let f = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&f, format!("name: {name}\n{text}")).unwrap();
+        f.to_str().unwrap().to_owned()
+    };
+    let even = write("even", "cluster: {etcd: {members: 2}}\n");
+    kubechaos()
+        .args(["validate", &even])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "even.yaml:2:27: `cluster.etcd.members` is 2; expected an odd number (1, 3, 5 or 7)",
+        ));
+    let targets = write(
+        "targets",
+        "cluster: {api-servers: 3, components: {kube-scheduler: {replicas: 1}}}\nfaults:\n  - {at: 1s, kill: api-server/3}\n  - {at: 2s, remove: etcd/leader}\n  - {at: 3s, kill: etcd/1}\n",
+    );
+    kubechaos()
+        .args(["validate", &targets])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("targets.yaml:4:20: target `api-server/3`: replica 3 does not exist; expected 0 to 2 (replicas count from 0); the cluster runs 3 API servers"))
+        .stderr(predicate::str::contains("targets.yaml:5:22: target `etcd/leader`: a one-member etcd has no raft election to lead"))
+        .stderr(predicate::str::contains("targets.yaml:6:20: target `etcd/1`: replica 1 does not exist"));
+    let leader = write("leader", "faults:\n  - {at: 1s, kill: api-server/leader}\n");
+    kubechaos()
+        .args(["validate", &leader])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "`api-server/leader`: API servers do not elect a leader",
+        ));
+    let ha = write(
+        "ha",
+        "cluster: {api-servers: 3, etcd: {members: 3}}\nfaults:\n  - {at: 1s, partition: [etcd/0, etcd/1], for: 5s}\n",
+    );
+    for (backend, expected) in [
+        ("sim", "between etcd members: the sim does not model raft's traffic between members"),
+        ("local", "the local backend starts one API server and one etcd member so far"),
+        ("kube", "the kube backend does not yet check an existing cluster's API servers and etcd members"),
+    ] {
+        kubechaos()
+            .args(["validate", &ha, "--backend", backend])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(expected));
+    }
+}
+
 /// A degradation fault that the backend cannot carry out honestly is refused before the run:
 /// reads cannot be failed through admission on local, and the kube backend refuses delays,
 /// losses and API errors.

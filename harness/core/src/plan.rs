@@ -172,7 +172,7 @@ mod tests {
             (
                 Action::Partition(Partition {
                     a: sched.clone(),
-                    b: Target::ApiServer,
+                    b: Target::API_SERVER,
                     oneway: false,
                     reset: false,
                 }),

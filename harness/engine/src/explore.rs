@@ -262,7 +262,7 @@ impl Topology {
                     .prop_map(move |(t, oneway)| {
                         Action::Partition(Partition {
                             a: pool[t].clone(),
-                            b: Target::ApiServer,
+                            b: Target::API_SERVER,
                             oneway,
                             reset: false,
                         })
@@ -277,7 +277,7 @@ impl Topology {
                         Action::Delay(Delay {
                             link: Partition {
                                 a: pool[t].clone(),
-                                b: Target::ApiServer,
+                                b: Target::API_SERVER,
                                 oneway,
                                 reset: false,
                             },
@@ -294,7 +294,7 @@ impl Topology {
                         Action::Loss(Loss {
                             link: Partition {
                                 a: pool[t].clone(),
-                                b: Target::ApiServer,
+                                b: Target::API_SERVER,
                                 oneway,
                                 reset: false,
                             },

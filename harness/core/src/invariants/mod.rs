@@ -256,10 +256,10 @@ impl<'a> Timeline<'a> {
     /// The faults applied by `t` that can keep a candidate from a Lease, as the file writes
     /// them, each with the processes it acts on (`None`: every client) and when it ended (`None`:
     /// still in effect at `t`): partitions, delays and losses (on the links they were applied
-    /// to) until undone or healed, API errors until undone, and an API server or etcd stopped
-    /// until started again.
+    /// to; between API servers and etcd, every client) until undone or healed, API errors until
+    /// undone, and API servers or etcd members stopped or removed until started again.
     fn hindrances(&self, s: &Scenario, t: u64) -> Vec<Hindrance> {
-        use crate::scenario::{Action, ProcessOp};
+        use crate::scenario::{Action, ProcessOp, Target};
         let mut all: Vec<Hindrance> = Vec::new();
         // Index in `all` of each step's open hindrance.
         let mut open: BTreeMap<usize, usize> = BTreeMap::new();
@@ -290,18 +290,36 @@ impl<'a> Timeline<'a> {
                 continue;
             }
             let on = match &f.action {
-                Action::Partition(_) | Action::Delay(_) | Action::Loss(_) => Some(Some(
+                Action::Partition(_) | Action::Delay(_) | Action::Loss(_) => {
                     // The links it was applied to: `a <-> b, c -> d`.
-                    detail
+                    let ends: Vec<String> = detail
                         .split(", ")
                         .flat_map(|link| link.split(' '))
                         .filter(|w| !w.is_empty() && !matches!(*w, "<->" | "->"))
                         .map(str::to_owned)
-                        .collect(),
-                )),
+                        .collect();
+                    // Between API servers and etcd: any client whose connection lands on that
+                    // API server is held back, and the timeline does not say whose does.
+                    let control_plane =
+                        |p: &String| p.starts_with("api-server") || p.starts_with("etcd");
+                    Some(if ends.iter().all(control_plane) {
+                        None
+                    } else {
+                        Some(ends)
+                    })
+                }
                 Action::ApiErrors(_)
                 | Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash)
-                | Action::Etcd(ProcessOp::Stop | ProcessOp::Crash) => Some(None),
+                | Action::Etcd(ProcessOp::Stop | ProcessOp::Crash)
+                | Action::Remove(Target::ApiServer(_) | Target::Etcd(_)) => Some(None),
+                Action::Start(t @ (Target::ApiServer(_) | Target::Etcd(_))) => {
+                    let kind = std::mem::discriminant(t);
+                    close(
+                        &|a| matches!(a, Action::Remove(r) if std::mem::discriminant(r) == kind),
+                        &mut open,
+                    );
+                    None
+                }
                 Action::Heal(_) => {
                     close(&|a| a.link().is_some(), &mut open);
                     None

@@ -20,6 +20,12 @@ pub fn cluster_line(s: &Scenario, existing: bool) -> String {
             if s.cluster.nodes == 1 { "" } else { "s" }
         )
     }];
+    if s.cluster.api_servers > 1 {
+        parts.push(format!("api-server ×{}", s.cluster.api_servers));
+    }
+    if s.cluster.etcd.members > 1 {
+        parts.push(format!("etcd ×{}", s.cluster.etcd.members));
+    }
     for (c, spec) in &s.cluster.components {
         parts.push(format!("{} ×{}", c.name(), spec.replicas));
     }

@@ -18,8 +18,15 @@ pub(crate) const SCENARIO_KEYS: &[&str] = &[
     "duration",
 ];
 /// Keys of `cluster:`.
-pub(crate) const CLUSTER_KEYS: &[&str] =
-    &["nodes", "components", "self-hosted", "agents", "manifests"];
+pub(crate) const CLUSTER_KEYS: &[&str] = &[
+    "nodes",
+    "api-servers",
+    "etcd",
+    "components",
+    "self-hosted",
+    "agents",
+    "manifests",
+];
 /// Keys of an agent group.
 pub(crate) const AGENT_KEYS: &[&str] = &[
     "name", "replicas", "lease", "mode", "command", "pods", "leading", "identity",
@@ -378,6 +385,26 @@ impl Decoder {
             Some(n) => self.count(n, "`cluster.nodes`", 0, 100),
             None => Some(3),
         };
+        let api_servers = match f.get("api-servers") {
+            Some(n) => self.count(n, "`cluster.api-servers`", 1, 5),
+            None => Some(1),
+        };
+        let etcd_members = match f.get("etcd") {
+            None => Some(1),
+            Some(n) => self.fields(n, "`cluster.etcd`", &["members"]).and_then(|ef| {
+                let members = match ef.get("members") {
+                    Some(m) => self.count(m, "`cluster.etcd.members`", 1, 7),
+                    None => Some(1),
+                };
+                match (members, ef.get("members")) {
+                    (Some(m), Some(node)) if m % 2 == 0 => {
+                        self.problem(node.pos, format!("`cluster.etcd.members` is {m}; expected an odd number (1, 3, 5 or 7): {m} members tolerate no more failures than {}, and need more of them for a quorum", m - 1));
+                        None
+                    }
+                    (m, _) => m,
+                }
+            }),
+        };
         let mut components = BTreeMap::new();
         if let Some(n) = f.get("components") {
             let names: Vec<&str> = Component::ALL.iter().map(|c| c.name()).collect();
@@ -462,6 +489,10 @@ impl Decoder {
         }
         Some(Cluster {
             nodes: nodes?,
+            api_servers: api_servers?,
+            etcd: EtcdSpec {
+                members: etcd_members?,
+            },
             components,
             self_hosted: self_hosted?,
             agents,
@@ -1318,7 +1349,7 @@ fn is_dns_label(s: &str) -> bool {
 
 /// Parse a target as written in a scenario file.
 pub(crate) fn parse_target(text: &str) -> Result<Target, SyntaxError> {
-    const EXPECTED: &str = "expected `api-server`, `etcd`, `kube-scheduler[/N|/leader]`, `kube-controller-manager[/N|/leader]`, `agent/NAME[/N|/leader]` or `node/NAME`";
+    const EXPECTED: &str = "expected `api-server[/N]`, `etcd[/N|/leader]`, `kube-scheduler[/N|/leader]`, `kube-controller-manager[/N|/leader]`, `agent/NAME[/N|/leader]` or `node/NAME`";
     let selector = |s: Option<&str>| -> Result<Selector, SyntaxError> {
         match s {
             None => Ok(Selector::All),
@@ -1335,8 +1366,13 @@ pub(crate) fn parse_target(text: &str) -> Result<Target, SyntaxError> {
     let second = parts.next();
     let third = parts.next();
     match head {
-        "api-server" if second.is_none() => Ok(Target::ApiServer),
-        "etcd" if second.is_none() => Ok(Target::Etcd),
+        "api-server" if third.is_none() => match selector(second)? {
+            Selector::Leader => Err(SyntaxError(format!(
+                "`{text}`: API servers do not elect a leader; {EXPECTED}"
+            ))),
+            sel => Ok(Target::ApiServer(sel)),
+        },
+        "etcd" if third.is_none() => Ok(Target::Etcd(selector(second)?)),
         "agent" => {
             let name = second
                 .filter(|n| is_dns_label(n))
@@ -1627,8 +1663,8 @@ mod tests {
     fn targets_follow_their_grammar() {
         use crate::scenario::{Component::KubeScheduler, Selector};
         let ok = [
-            ("api-server", Target::ApiServer),
-            ("etcd", Target::Etcd),
+            ("api-server", Target::API_SERVER),
+            ("etcd", Target::ETCD),
             (
                 "kube-scheduler",
                 Target::Component(KubeScheduler, Selector::All),
@@ -1643,6 +1679,9 @@ mod tests {
             ),
             ("agent/a/0", Target::Agent("a".into(), Selector::Index(0))),
             ("node/node-2", Target::Node("node-2".into())),
+            ("api-server/2", Target::ApiServer(Selector::Index(2))),
+            ("etcd/1", Target::Etcd(Selector::Index(1))),
+            ("etcd/leader", Target::Etcd(Selector::Leader)),
         ];
         for (text, target) in ok {
             assert_eq!(parse_target(text).as_ref(), Ok(&target), "{text}");
@@ -1659,12 +1698,20 @@ mod tests {
             ),
             ("agent", "`agent` names no agent group"),
             ("node/a/b", "`node/a/b` names no node"),
-            ("etcd/0", "unknown target `etcd/0`"),
+            (
+                "etcd/x",
+                "`etcd/x`: `x` is not a replica number or `leader`",
+            ),
+            (
+                "api-server/leader",
+                "`api-server/leader`: API servers do not elect a leader",
+            ),
+            ("etcd/0/1", "unknown target `etcd/0/1`"),
         ];
         for (text, message) in bad {
             let err = parse_target(text).unwrap_err();
             assert!(err.starts_with(message), "{text}: {err}");
-            assert!(err.contains("expected `api-server`"), "{text}: {err}");
+            assert!(err.contains("expected `api-server[/N]`"), "{text}: {err}");
         }
     }
 

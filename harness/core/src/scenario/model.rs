@@ -69,6 +69,13 @@ pub struct Cluster {
     /// Fake nodes `node-0` … `node-(N-1)` that heartbeat (sim, local); on kube, at least this many Ready.
     #[schemars(default = "default_nodes", range(max = 100))]
     pub nodes: u32,
+    /// API servers `api-server-0` … behind one address, as behind a load balancer (default 1:
+    /// `api-server`).
+    #[schemars(default = "default_replicas", range(min = 1, max = 5))]
+    pub api_servers: u32,
+    /// The etcd cluster behind them.
+    #[schemars(default)]
+    pub etcd: EtcdSpec,
     /// Leader-elected control-plane components, by their upstream name.
     #[schemars(default)]
     pub components: BTreeMap<Component, ComponentSpec>,
@@ -105,10 +112,53 @@ fn default_nodes() -> u32 {
     3
 }
 
+/// `cluster.etcd`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct EtcdSpec {
+    /// Members `etcd-0` … of one cluster (default 1: `etcd`); odd counts only.
+    #[schemars(default = "default_replicas", range(min = 1, max = 7))]
+    pub members: u32,
+}
+
+impl Default for EtcdSpec {
+    fn default() -> Self {
+        EtcdSpec { members: 1 }
+    }
+}
+
+/// The process name of replica `i` of a group of `n` (API servers, etcd members): the bare name
+/// when there is one, `NAME-i` otherwise.
+pub fn member_name(group: &str, i: u32, n: u32) -> String {
+    if n <= 1 {
+        group.to_owned()
+    } else {
+        format!("{group}-{i}")
+    }
+}
+
+impl Cluster {
+    /// The API servers' process names.
+    pub fn api_server_names(&self) -> Vec<String> {
+        (0..self.api_servers)
+            .map(|i| member_name("api-server", i, self.api_servers))
+            .collect()
+    }
+
+    /// The etcd members' process names.
+    pub fn etcd_names(&self) -> Vec<String> {
+        (0..self.etcd.members)
+            .map(|i| member_name("etcd", i, self.etcd.members))
+            .collect()
+    }
+}
+
 impl Default for Cluster {
     fn default() -> Self {
         Cluster {
             nodes: default_nodes(),
+            api_servers: 1,
+            etcd: EtcdSpec::default(),
             components: BTreeMap::new(),
             self_hosted: false,
             agents: Vec::new(),
@@ -309,10 +359,11 @@ impl fmt::Display for LeaseRef {
 /// What a fault hits.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Target {
-    /// The API server (every replica).
-    ApiServer,
-    /// The datastore behind it.
-    Etcd,
+    /// The API servers: every one (`api-server`), or one (`api-server/N`).
+    ApiServer(Selector),
+    /// The etcd members behind them: every one (`etcd`), one (`etcd/N`), or the one leading raft
+    /// when the step applies (`etcd/leader`).
+    Etcd(Selector),
     /// A component's replicas.
     Component(Component, Selector),
     /// An agent group's replicas.
@@ -332,6 +383,13 @@ pub enum Selector {
     Leader,
 }
 
+impl Target {
+    /// Every API server.
+    pub const API_SERVER: Target = Target::ApiServer(Selector::All);
+    /// Every etcd member.
+    pub const ETCD: Target = Target::Etcd(Selector::All);
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sel = |f: &mut fmt::Formatter<'_>, s: &Selector| match s {
@@ -340,8 +398,14 @@ impl fmt::Display for Target {
             Selector::Leader => write!(f, "/leader"),
         };
         match self {
-            Target::ApiServer => f.write_str("api-server"),
-            Target::Etcd => f.write_str("etcd"),
+            Target::ApiServer(s) => {
+                f.write_str("api-server")?;
+                sel(f, s)
+            }
+            Target::Etcd(s) => {
+                f.write_str("etcd")?;
+                sel(f, s)
+            }
             Target::Component(c, s) => {
                 f.write_str(c.name())?;
                 sel(f, s)
@@ -355,14 +419,14 @@ impl fmt::Display for Target {
     }
 }
 
-/// A target as written: `api-server`, `etcd`, `kube-scheduler`, `kube-scheduler/1`,
-/// `kube-scheduler/leader`, `agent/NAME[/N|/leader]`, `node/NAME`.
+/// A target as written: `api-server[/N]`, `etcd[/N|/leader]`, `kube-scheduler`,
+/// `kube-scheduler/1`, `kube-scheduler/leader`, `agent/NAME[/N|/leader]`, `node/NAME`.
 #[derive(JsonSchema)]
 #[schemars(transparent)]
 #[allow(dead_code)]
 pub struct TargetText(
     #[schemars(regex(
-        pattern = r"^(api-server|etcd|(kube-scheduler|kube-controller-manager)(/([0-9]+|leader))?|agent/[a-z0-9-]+(/([0-9]+|leader))?|node/[A-Za-z0-9.-]+)$"
+        pattern = r"^(api-server(/[0-9]+)?|etcd(/([0-9]+|leader))?|(kube-scheduler|kube-controller-manager)(/([0-9]+|leader))?|agent/[a-z0-9-]+(/([0-9]+|leader))?|node/[A-Za-z0-9.-]+)$"
     ))]
     String,
 );

@@ -207,7 +207,16 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
 
 fn check_target(s: &Scenario, target: &Target) -> Option<String> {
     match target {
-        Target::ApiServer | Target::Etcd | Target::Node(_) => None,
+        Target::Node(_) => None,
+        Target::ApiServer(sel) => check_index(target, *sel, s.cluster.api_servers).map(|m| {
+            format!("{m}; the cluster runs {} (`cluster.api-servers`)", plural(s.cluster.api_servers, "API server"))
+        }),
+        Target::Etcd(Selector::Leader) if s.cluster.etcd.members == 1 => Some(format!(
+            "target `{target}`: a one-member etcd has no raft election to lead; expected `etcd` (or `cluster.etcd: {{members: 3}}`)"
+        )),
+        Target::Etcd(sel) => check_index(target, *sel, s.cluster.etcd.members).map(|m| {
+            format!("{m}; the cluster runs {} (`cluster.etcd.members`)", plural(s.cluster.etcd.members, "etcd member"))
+        }),
         Target::Component(c, sel) => match s.cluster.components.get(c) {
             None => Some(format!("target `{target}`: the cluster runs no {c}; expected a component listed under `cluster.components`")),
             Some(spec) => check_index(target, *sel, spec.replicas),
@@ -226,6 +235,15 @@ fn check_target(s: &Scenario, target: &Target) -> Option<String> {
             )),
             Some(a) => check_index(target, *sel, a.replicas),
         },
+    }
+}
+
+/// `3 API servers`, `1 etcd member`.
+fn plural(n: u32, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
     }
 }
 

@@ -69,6 +69,11 @@ pub(crate) trait World {
     fn api_errors(&mut self, active: &[(usize, ApiErrors)]);
     /// The holder identity of a Lease now, as written in it, if any.
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String>;
+    /// The etcd member leading raft now (`etcd/leader`), if any: a world with one member has
+    /// none to elect (validation refuses the target there).
+    fn etcd_leader(&mut self) -> Option<String> {
+        None
+    }
     /// The process a holder identity of `lease` stands for: `NAME_INCARNATION` and upstream's
     /// `HOSTNAME_UUID` by the part before the `_`. A world whose processes are named otherwise
     /// (an existing cluster's control-plane nodes) maps it.
@@ -250,8 +255,18 @@ impl<W: World> Driver<W> {
     /// Process names a target stands for, now.
     fn resolve(&mut self, s: &Scenario, t: &Target) -> Vec<String> {
         let (group, replicas, sel, lease) = match t {
-            Target::ApiServer => return vec![API_SERVER.to_owned()],
-            Target::Etcd => return vec![ETCD.to_owned()],
+            Target::ApiServer(sel) | Target::Etcd(sel) => {
+                let names = if matches!(t, Target::ApiServer(_)) {
+                    s.cluster.api_server_names()
+                } else {
+                    s.cluster.etcd_names()
+                };
+                return match sel {
+                    Selector::All => names,
+                    Selector::Index(i) => names.into_iter().skip(*i as usize).take(1).collect(),
+                    Selector::Leader => self.world.etcd_leader().into_iter().collect(),
+                };
+            }
             Target::Node(n) => return vec![n.clone()],
             Target::Component(c, sel) => (
                 c.name().to_owned(),
@@ -382,25 +397,30 @@ impl<W: World> Driver<W> {
         };
         match action {
             Action::ApiServer(op) | Action::Etcd(op) => {
-                let name = if matches!(action, Action::ApiServer(_)) {
-                    API_SERVER
+                let names = if matches!(action, Action::ApiServer(_)) {
+                    s.cluster.api_server_names()
                 } else {
-                    ETCD
+                    s.cluster.etcd_names()
                 };
-                let done = match op {
-                    ProcessOp::Stop => self.stop(name, "stopped", true, true, now),
-                    ProcessOp::Crash => self.stop(name, "crashed", false, true, now),
-                    ProcessOp::Start => self.start(name, now),
-                    ProcessOp::Restart => {
-                        self.stop(name, "stopped (restart)", true, true, now);
-                        self.start(name, now)
+                for name in &names {
+                    let done = match op {
+                        ProcessOp::Stop => self.stop(name, "stopped", true, true, now),
+                        ProcessOp::Crash => self.stop(name, "crashed", false, true, now),
+                        ProcessOp::Start => self.start(name, now),
+                        ProcessOp::Restart => {
+                            self.stop(name, "stopped (restart)", true, true, now);
+                            self.start(name, now)
+                        }
+                    };
+                    if done {
+                        touched.push(name.clone());
                     }
-                };
-                if done {
-                    touched.push(name.to_owned());
                 }
-                self.resolved.insert(step, vec![name.to_owned()]);
-                describe(&touched, &format!("{name} was already in that state"))
+                self.resolved.insert(step, names.clone());
+                describe(
+                    &touched,
+                    &format!("{} already in that state", names.join(", ")),
+                )
             }
             Action::Kill(t) | Action::Remove(t) | Action::Start(t)
                 if Self::pod_group(s, t).is_some() =>

@@ -386,7 +386,7 @@ pub(crate) fn cluster_check(
                         list(&names)
                     ),
                 )),
-                Target::Node(_) | Target::ApiServer | Target::Etcd
+                Target::Node(_) | Target::ApiServer(_) | Target::Etcd(_)
                     if matches!(step.action, Action::Partition(_)) =>
                 {
                     let ends: Vec<&NodeMachine> = match t {

@@ -21,7 +21,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use kubechaos_core::scenario::{Action, Pos, Scenario, Target};
+use kubechaos_core::scenario::{Action, Pos, Scenario, Selector, Target};
 
 /// Which provider, as `--provider` names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -144,8 +144,8 @@ impl Provider {
             Action::ApiErrors(_) => Some(
                 "the kube backend cannot make an existing cluster's API server answer with errors without changing the cluster (an admission webhook or a proxy in front of it); expected `--backend local` or `sim`".to_owned(),
             ),
-            Action::ApiServer(_) => self.refusal_on(&Target::ApiServer, false),
-            Action::Etcd(_) => self.refusal_on(&Target::Etcd, false),
+            Action::ApiServer(_) => self.refusal_on(&Target::API_SERVER, false),
+            Action::Etcd(_) => self.refusal_on(&Target::ETCD, false),
             // Agents are processes on this machine, whatever the provider.
             Action::Kill(Target::Agent(..))
             | Action::Remove(Target::Agent(..))
@@ -155,7 +155,8 @@ impl Provider {
                 "a partition with `mode: reset` is carried out on sim and local; on kube a partition drops packets (iptables DROP rules, or kubechaos's proxy holding them); expected `mode: hold` (the default)".to_owned(),
             ),
             Action::Partition(p) => match (&p.a, &p.b) {
-                (Target::Agent(..), Target::ApiServer) | (Target::ApiServer, Target::Agent(..)) => {
+                (Target::Agent(..), Target::ApiServer(Selector::All))
+                | (Target::ApiServer(Selector::All), Target::Agent(..)) => {
                     None
                 }
                 (Target::Agent(..), _) | (_, Target::Agent(..)) => Some(
@@ -186,10 +187,10 @@ impl Provider {
                 "k3s runs {} inside its server process: it cannot be stopped alone; the nearest fault is `api-server: restart`, which restarts the API server, scheduler and controller-manager together",
                 c.name()
             )),
-            (Provider::K3s | Provider::K3sContainer, Target::Etcd) => Some(
+            (Provider::K3s | Provider::K3sContainer, Target::Etcd(_)) => Some(
                 "k3s keeps its datastore inside the server process: use `api-server`".to_owned(),
             ),
-            (Provider::K3s | Provider::K3sContainer, Target::ApiServer | Target::Node(_)) => None,
+            (Provider::K3s | Provider::K3sContainer, Target::ApiServer(_) | Target::Node(_)) => None,
         }
     }
 }
@@ -214,7 +215,7 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
             )),
             Action::Partition(p) if pod_agent(&p.a) || pod_agent(&p.b) => {
                 let other = if pod_agent(&p.a) { &p.b } else { &p.a };
-                Some(if *other != Target::ApiServer {
+                Some(if *other != Target::API_SERVER {
                     Some(format!("a pod agent's pods are cut off from the API server only (the traffic kubechaos can single out in their node); expected `partition: [{}, api-server]`", if pod_agent(&p.a) { &p.a } else { &p.b }))
                 } else if provider == Provider::Generic {
                     Some("cutting one pod off needs packet filter rules in its node, and the generic provider has only the API (kind and k3d nodes are reached with the docker CLI; `--backend local` runs your pods with their own proxies); expected `kill` of its pods, or faults through the API".to_owned())
@@ -243,6 +244,9 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
     }
     if s.cluster.self_hosted {
         problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));
+    }
+    if s.cluster.api_servers > 1 || s.cluster.etcd.members > 1 {
+        problems.push((s.source.name_pos, format!("`cluster.api-servers: {}` and `cluster.etcd.members: {}`: the kube backend does not yet check an existing cluster's API servers and etcd members, nor target one of them; expected the defaults (1) on `--backend kube`, or `--backend sim`", s.cluster.api_servers, s.cluster.etcd.members)));
     }
     problems
 }

@@ -50,12 +50,17 @@ pub struct ApiServer {
     pub(crate) etcd_ok: Arc<std::sync::atomic::AtomicBool>,
     /// Timestamps for creationTimestamp.
     pub(crate) clock: Arc<dyn Clock>,
-    /// Woken after every write, for watches.
-    pub(crate) changed: tokio::sync::Notify,
+    /// Woken after every write, for watches (shared by the API servers of one etcd cluster).
+    pub(crate) changed: Arc<tokio::sync::Notify>,
     /// The cuts, delays, losses and API errors in effect (set by the simulation driver).
     pub(crate) degraded: Arc<Mutex<Degraded>>,
     /// Woken when a link changes (set by the simulation driver).
     pub(crate) links_changed: Arc<tokio::sync::Notify>,
+    /// Its host (and process) name: `api-server`, or `api-server-N` of several.
+    name: String,
+    /// The etcd member its etcd client talks to now (set by the simulation driver): the first
+    /// reachable member that is up, as etcd's client balances over its endpoints.
+    etcd_member: Arc<Mutex<String>>,
 }
 
 /// The degradation faults in effect on the simulated API server and its links.
@@ -137,10 +142,26 @@ impl ApiServer {
             store,
             etcd_ok,
             clock,
-            changed: tokio::sync::Notify::new(),
+            changed: Arc::default(),
             degraded,
             links_changed,
+            name: API_HOST.to_owned(),
+            etcd_member: Arc::new(Mutex::new(ETCD.to_owned())),
         }
+    }
+
+    /// The same, as API server `name` of several, talking to etcd member `etcd_member`, its
+    /// watches woken by every write through any of them (`changed`).
+    pub(crate) fn named(
+        mut self,
+        name: &str,
+        etcd_member: Arc<Mutex<String>>,
+        changed: Arc<tokio::sync::Notify>,
+    ) -> ApiServer {
+        self.name = name.to_owned();
+        self.etcd_member = etcd_member;
+        self.changed = changed;
+        self
     }
 
     /// Carry a message from `from` to `to` across its link: held while it is cut, then for
@@ -213,9 +234,9 @@ impl ApiServer {
         host: &str,
         req: Request<Incoming>,
     ) -> Result<Response<Full<Bytes>>, ConnectionReset> {
-        self.cross(host, API_HOST).await?;
+        self.cross(host, &self.name).await?;
         let response = self.serve_request(req).await;
-        self.cross(API_HOST, host).await?;
+        self.cross(&self.name, host).await?;
         Ok(response)
     }
 
@@ -298,7 +319,10 @@ impl ApiServer {
             );
         }
         // The round trip to etcd (a cut there is etcd unreachable, above).
-        if self.cross(API_HOST, ETCD).await.is_err() || self.cross(ETCD, API_HOST).await.is_err() {
+        let member = self.etcd_member.lock().expect("etcd member").clone();
+        if self.cross(&self.name, &member).await.is_err()
+            || self.cross(&member, &self.name).await.is_err()
+        {
             return status(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",
@@ -650,8 +674,12 @@ mod tests {
         let out = answered.clone();
         sim.client("client", async move {
             // No read timeout: a day.
-            let client =
-                super::super::net::SimTransport::client_as(Duration::from_secs(86_400), "u", false);
+            let client = super::super::net::SimTransport::client_as(
+                Duration::from_secs(86_400),
+                "client",
+                "u",
+                false,
+            );
             let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::all(client);
             let r = api.list(&Default::default()).await;
             if let Err(e) = &r {

@@ -31,7 +31,7 @@ use self::apiserver::ApiServer;
 use self::net::SimTransport;
 use self::process::{Proc, RecorderReporter};
 use self::store::{Store, LEASES};
-use super::driver::{Exit, World, WorldClock, ETCD};
+use super::driver::{Exit, World, WorldClock};
 use super::link::LinkState;
 use super::{BackendError, EnvironmentError};
 use crate::clock::{Clock, SimClock};
@@ -87,6 +87,14 @@ pub(crate) fn check(s: &Scenario) -> Vec<(Pos, String)> {
         })
         .collect();
     problems.extend(s.cluster.manifests.iter().map(|m| (m.pos, format!("`cluster.manifests` ({}): the sim runs no manifests; expected `--backend local` (it applies them and runs each pod's `command` on this machine) or `--backend kube` (it creates them and deletes them at the end)", m.written))));
+    use kubechaos_core::scenario::Target;
+    for step in &s.faults {
+        if let Some(link) = step.action.link() {
+            if matches!((&link.a, &link.b), (Target::Etcd(_), Target::Etcd(_))) {
+                problems.push((step.pos, format!("`{}` between etcd members: the sim does not model raft's traffic between members (a member is up or down); expected a fault between API servers and etcd (`partition: [api-server/1, etcd]`) or on members (`remove: etcd/1`)", step.action)));
+            }
+        }
+    }
     problems
 }
 
@@ -101,9 +109,15 @@ pub(crate) struct SimWorld<'a> {
     /// The pods' containers, on every node.
     containers: Arc<node::SimContainers>,
     store: Arc<Mutex<Store>>,
-    etcd_ok: Arc<AtomicBool>,
-    etcd_up: bool,
-    /// Directed cuts between the API server and etcd.
+    /// The etcd members, and which are up.
+    etcd: Vec<(String, bool)>,
+    /// The member leading raft, while there is a quorum.
+    etcd_leader: Option<usize>,
+    /// Each API server: its name, whether it reaches an etcd quorum, the member it talks to.
+    apis: Vec<(String, Arc<AtomicBool>, Arc<Mutex<String>>)>,
+    /// The API servers behind their one address.
+    balancer: Arc<net::Balancer>,
+    /// Directed cuts between an API server and an etcd member.
     etcd_cuts: BTreeSet<(String, String)>,
     /// Cuts, delays, losses and API errors, shared with the API server.
     degraded: Arc<Mutex<apiserver::Degraded>>,
@@ -113,13 +127,43 @@ pub(crate) struct SimWorld<'a> {
 }
 
 impl SimWorld<'_> {
-    fn update_etcd(&self) {
-        self.etcd_ok
-            .store(self.etcd_up && self.etcd_cuts.is_empty(), Ordering::SeqCst);
+    /// After a member or a link changed: whether there is a quorum (more than half the members
+    /// up), who leads raft (the leader keeps leading while it is up and there is a quorum;
+    /// otherwise the first member that is up), and for each API server whether it reaches the
+    /// quorum through a member it is not cut off from (etcd's client moves to the next
+    /// endpoint), and which.
+    fn update_etcd(&mut self) {
+        let up = self.etcd.iter().filter(|(_, up)| *up).count();
+        let quorum = up * 2 > self.etcd.len();
+        let leading = self.etcd_leader.is_some_and(|l| self.etcd[l].1);
+        if !quorum {
+            self.etcd_leader = None;
+        } else if !leading {
+            self.etcd_leader = self.etcd.iter().position(|(_, up)| *up);
+        }
+        for (api, ok, member) in &self.apis {
+            let reachable = self.etcd.iter().find(|(m, up)| {
+                *up && !self.etcd_cuts.contains(&(api.clone(), m.clone()))
+                    && !self.etcd_cuts.contains(&(m.clone(), api.clone()))
+            });
+            ok.store(quorum && reachable.is_some(), Ordering::SeqCst);
+            if let Some((m, _)) = reachable {
+                *member.lock().expect("etcd member") = m.clone();
+            }
+        }
     }
 
-    fn is_etcd_link(from: &str, to: &str) -> bool {
-        (from == ETCD && to == net::API_HOST) || (from == net::API_HOST && to == ETCD)
+    fn is_api_server(&self, name: &str) -> bool {
+        self.apis.iter().any(|(a, ..)| a == name)
+    }
+
+    fn etcd_index(&self, name: &str) -> Option<usize> {
+        self.etcd.iter().position(|(m, _)| m == name)
+    }
+
+    fn is_etcd_link(&self, from: &str, to: &str) -> bool {
+        (self.etcd_index(from).is_some() && self.is_api_server(to))
+            || (self.is_api_server(from) && self.etcd_index(to).is_some())
     }
 }
 
@@ -152,18 +196,24 @@ impl World for SimWorld<'_> {
         // turmoil has one way to stop a host; in-flight requests die with it either way.
         self.sim.crash(name);
         self.containers.node_stopped(name);
-        if name == ETCD {
-            self.etcd_up = false;
+        self.balancer.set_up(name, false);
+        if let Some(i) = self.etcd_index(name) {
+            self.etcd[i].1 = false;
             self.update_etcd();
         }
     }
 
     fn start(&mut self, name: &str) {
         self.sim.bounce(name);
-        if name == ETCD {
-            self.etcd_up = true;
+        self.balancer.set_up(name, true);
+        if let Some(i) = self.etcd_index(name) {
+            self.etcd[i].1 = true;
             self.update_etcd();
         }
+    }
+
+    fn etcd_leader(&mut self) -> Option<String> {
+        self.etcd_leader.map(|l| self.etcd[l].0.clone())
     }
 
     fn exited(&mut self, name: &str) -> Option<Exit> {
@@ -175,7 +225,7 @@ impl World for SimWorld<'_> {
     /// unreachable.
     fn link(&mut self, from: &str, to: &str, state: &LinkState) {
         let key = (from.to_owned(), to.to_owned());
-        if Self::is_etcd_link(from, to) {
+        if self.is_etcd_link(from, to) {
             if state.cut {
                 self.etcd_cuts.insert(key.clone());
             } else {
@@ -340,41 +390,58 @@ fn start(
 
     let clock: Arc<dyn Clock> = Arc::new(SimClock { epoch: epoch() });
     let store = Arc::new(Mutex::new(Store::default()));
-    let etcd_ok = Arc::new(AtomicBool::new(true));
     let proc_of = |name: &str| Proc::new(name, recorder.clone(), clock.clone(), opts.seed);
     let mut names = Vec::new();
 
-    // etcd: a process whose only effect is whether the API server can reach it.
-    let etcd = proc_of("etcd");
-    sim.host("etcd", move || {
-        let p = etcd.clone();
-        async move {
-            p.start();
-            std::future::pending::<()>().await;
-            Ok(())
-        }
-    });
-    names.push("etcd".to_owned());
+    // etcd: processes whose only effect is whether the API servers reach a quorum.
+    for member in s.cluster.etcd_names() {
+        let p = proc_of(&member);
+        sim.host(member.clone(), move || {
+            let p = p.clone();
+            async move {
+                p.start();
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+        });
+        names.push(member);
+    }
 
     let degraded = Arc::new(Mutex::new(apiserver::Degraded::new(opts.seed)));
     let links_changed = Arc::new(tokio::sync::Notify::new());
-    let api = Arc::new(ApiServer::new(
-        store.clone(),
-        etcd_ok.clone(),
-        clock.clone(),
-        degraded.clone(),
-        links_changed.clone(),
+    let first_member = s.cluster.etcd_names()[0].clone();
+    let writes = Arc::new(tokio::sync::Notify::new());
+    let mut apis = Vec::new();
+    for name in s.cluster.api_server_names() {
+        let etcd_ok = Arc::new(AtomicBool::new(true));
+        let member = Arc::new(Mutex::new(first_member.clone()));
+        let api = Arc::new(
+            ApiServer::new(
+                store.clone(),
+                etcd_ok.clone(),
+                clock.clone(),
+                degraded.clone(),
+                links_changed.clone(),
+            )
+            .named(&name, member.clone(), writes.clone()),
+        );
+        let api_proc = proc_of(&name);
+        sim.host(name.clone(), move || {
+            let p = api_proc.clone();
+            let api = api.clone();
+            async move {
+                p.start();
+                api.serve().await
+            }
+        });
+        apis.push((name.clone(), etcd_ok, member));
+        names.push(name);
+    }
+    let balancer = Arc::new(net::Balancer::new(
+        s.cluster.api_server_names(),
+        apis.iter().map(|(_, ok, _)| ok.clone()).collect(),
     ));
-    let api_proc = proc_of("api-server");
-    sim.host(net::API_HOST, move || {
-        let p = api_proc.clone();
-        let api = api.clone();
-        async move {
-            p.start();
-            api.serve().await
-        }
-    });
-    names.push(net::API_HOST.to_owned());
+    net::set_balancer(balancer.clone());
 
     let containers = {
         let (recorder, clock, seed) = (recorder.clone(), clock.clone(), opts.seed);
@@ -491,8 +558,15 @@ fn start(
         zero,
         containers,
         store,
-        etcd_ok,
-        etcd_up: true,
+        etcd: s
+            .cluster
+            .etcd_names()
+            .into_iter()
+            .map(|m| (m, true))
+            .collect(),
+        etcd_leader: Some(0),
+        apis,
+        balancer,
         etcd_cuts: BTreeSet::new(),
         degraded,
         links_changed,

@@ -30,8 +30,83 @@ pub(crate) const API_PORT: u16 = 6443;
 /// The API server's host name in the simulation.
 pub(crate) const API_HOST: &str = "api-server";
 
+/// The API servers of the simulation behind their one address, as a TCP load balancer spreads
+/// connections: replica N of a group (`kube-scheduler-1`, `node-1`: the number its name ends
+/// with) lands on API server N modulo their count and stays there while it is up, as a client's
+/// long-lived connection does, even when that API server has lost etcd; a client whose API
+/// server is down moves to the next one that is up, as the balancer sends a new connection.
+/// kubechaos's observer is not part of the system under test: it reads through any API server
+/// that is up and reaches etcd (as through a balancer that checks `/readyz`). One API server:
+/// every client reaches it.
+#[derive(Debug)]
+pub struct Balancer {
+    /// Host names, in order.
+    names: Vec<String>,
+    /// Which are up (set by the simulation driver).
+    up: Vec<std::sync::atomic::AtomicBool>,
+    /// Which reach an etcd quorum (the API servers' own flags).
+    ready: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl Balancer {
+    /// API servers `names`, all up, each reaching etcd while its flag in `ready` says so.
+    pub fn new(
+        names: Vec<String>,
+        ready: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Balancer {
+        let up = names.iter().map(|_| true.into()).collect();
+        Balancer { names, up, ready }
+    }
+
+    /// Mark one up or down.
+    pub(crate) fn set_up(&self, name: &str, up: bool) {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            self.up[i].store(up, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// The API server a client named `client` lands on now.
+    fn pick(&self, client: &str) -> &str {
+        use std::sync::atomic::Ordering::SeqCst;
+        let n = self.names.len();
+        let observer = client == OBSERVER;
+        let first = client
+            .rsplit('-')
+            .next()
+            .and_then(|i| i.parse::<usize>().ok())
+            .unwrap_or(0)
+            % n.max(1);
+        (0..n)
+            .map(|k| (first + k) % n)
+            .find(|i| self.up[*i].load(SeqCst) && (!observer || self.ready[*i].load(SeqCst)))
+            .map_or(self.names[first].as_str(), |i| self.names[i].as_str())
+    }
+}
+
+thread_local! {
+    /// The balancer of the simulation running on this thread (each runs on one thread).
+    static BALANCER: std::cell::RefCell<Option<std::sync::Arc<Balancer>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Put `b` in front of this thread's simulation's API servers.
+pub(crate) fn set_balancer(b: std::sync::Arc<Balancer>) {
+    BALANCER.with(|cell| *cell.borrow_mut() = Some(b));
+}
+
+/// The API server host `client` reaches now.
+fn api_host(client: &str) -> String {
+    BALANCER.with(|cell| {
+        cell.borrow()
+            .as_ref()
+            .map_or(API_HOST.to_owned(), |b| b.pick(client).to_owned())
+    })
+}
+
 /// The header in which a simulated client names the user it authenticates as.
 pub(crate) const USER_HEADER: &str = "x-kubechaos-user";
+
+/// The client name of kubechaos's own clients (the observer, the bootstrap).
+const OBSERVER: &str = "kubechaos";
 
 /// The user kubechaos's own clients authenticate as (the local backend's admin certificate).
 pub(crate) const ADMIN_USER: &str = "kubechaos-admin";
@@ -45,16 +120,20 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone, Debug)]
 pub struct SimTransport {
     timeout: Duration,
+    /// The client's process (or host) name, which picks its API server.
+    name: String,
     user: String,
     /// Retry on `Retry-After`, as client-go does.
     client_go: bool,
 }
 
 impl SimTransport {
-    /// A transport whose requests time out after `timeout`, authenticated as `user`.
-    pub(crate) fn new(timeout: Duration, user: &str, client_go: bool) -> Self {
+    /// A transport of client `name` whose requests time out after `timeout`, authenticated as
+    /// `user`.
+    pub(crate) fn new(timeout: Duration, name: &str, user: &str, client_go: bool) -> Self {
         SimTransport {
             timeout,
+            name: name.to_owned(),
             user: user.to_owned(),
             client_go,
         }
@@ -63,18 +142,26 @@ impl SimTransport {
     /// A kube-rs client of kubechaos's own (the observer, the bootstrap) that talks to the
     /// simulated API server.
     pub fn client(timeout: Duration) -> kube::Client {
-        Self::client_as(timeout, ADMIN_USER, false)
+        Self::client_as(timeout, OBSERVER, ADMIN_USER, false)
     }
 
-    /// A client authenticated as `user`; `client_go`: it retries on `Retry-After`.
-    pub(crate) fn client_as(timeout: Duration, user: &str, client_go: bool) -> kube::Client {
-        kube::Client::new(SimTransport::new(timeout, user, client_go), "default")
+    /// A client `name` authenticated as `user`; `client_go`: it retries as client-go does.
+    pub(crate) fn client_as(
+        timeout: Duration,
+        name: &str,
+        user: &str,
+        client_go: bool,
+    ) -> kube::Client {
+        kube::Client::new(SimTransport::new(timeout, name, user, client_go), "default")
     }
 }
 
-/// One exchange on a fresh connection.
-async fn exchange(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, BoxError> {
-    let stream = turmoil::net::TcpStream::connect((API_HOST, API_PORT)).await?;
+/// One exchange on a fresh connection to API server `host`.
+async fn exchange(
+    host: &str,
+    req: Request<Full<Bytes>>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let stream = turmoil::net::TcpStream::connect((host, API_PORT)).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(async move {
         let _ = conn.await;
@@ -137,6 +224,7 @@ impl tower::Service<Request<kube::client::Body>> for SimTransport {
     fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
         let timeout = self.timeout;
         let user = self.user.clone();
+        let name = self.name.clone();
         let client_go = self.client_go;
         Box::pin(async move {
             let run = async move {
@@ -149,7 +237,7 @@ impl tower::Service<Request<kube::client::Body>> for SimTransport {
                 let mut retries = 0;
                 loop {
                     let req = Request::from_parts(parts.clone(), Full::new(body.clone()));
-                    let resp = match exchange(req).await {
+                    let resp = match exchange(&api_host(&name), req).await {
                         Ok(resp) => resp,
                         Err(e)
                             if client_go

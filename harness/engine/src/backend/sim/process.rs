@@ -92,7 +92,7 @@ impl Proc {
     /// backend ([`credentials`]).
     pub(crate) fn client(&self) -> kube::Client {
         let (user, client_go) = credentials(&self.name);
-        SimTransport::client_as(REQUEST_TIMEOUT, user, client_go)
+        SimTransport::client_as(REQUEST_TIMEOUT, &self.name, user, client_go)
     }
 
     /// A jitter source for incarnation `inc`, derived from the seed.
