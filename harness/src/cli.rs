@@ -178,17 +178,34 @@ impl Backend {
 /// becomes a world.
 pub(crate) fn backend_of(
     backend: Backend,
-    seed: u64,
-    tick: Duration,
+    seed: Option<u64>,
+    tick_ms: Option<u64>,
     keep: bool,
     kube: kubechaos_engine::backend::kube::KubeTarget,
 ) -> Box<dyn Playable> {
-    use kubechaos_engine::backend::sim::{Sim, SimOptions};
+    use kubechaos_engine::backend::sim::Sim;
     use kubechaos_engine::backend::{kube::Kube, local::run::Local, local::run::LocalOptions};
     match backend {
-        Backend::Sim => Box::new(Sim::new(SimOptions { seed, tick })),
+        Backend::Sim => Box::new(Sim::new(sim_options(seed, tick_ms))),
         Backend::Local => Box::new(Local::new(LocalOptions { keep })),
         Backend::Kube => Box::new(Kube::new(kube)),
+    }
+}
+
+/// The sim's options from `--seed` and `--tick-ms`: what they leave unset comes from a
+/// scenario's `sim:` settings, else the defaults.
+pub(crate) fn sim_options(
+    seed: Option<u64>,
+    tick_ms: Option<u64>,
+) -> kubechaos_engine::backend::sim::SimOptions {
+    use kubechaos_engine::backend::sim::{FromFile, SimOptions, DEFAULT_TICK_MS};
+    SimOptions {
+        seed: seed.unwrap_or(DEFAULT_SEED),
+        tick: Duration::from_millis(tick_ms.unwrap_or(DEFAULT_TICK_MS)),
+        from_file: FromFile {
+            seed: seed.is_none(),
+            step: tick_ms.is_none(),
+        },
     }
 }
 
@@ -520,9 +537,10 @@ pub(crate) struct ScenarioArgs {
     /// Where to run it.
     #[arg(long, value_enum, default_value = "sim")]
     pub(crate) backend: Backend,
-    /// Seed of the simulation: the same seed gives the same run, event for event.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    pub(crate) seed: u64,
+    /// Seed of the simulation: the same seed gives the same run, event for event (default: the
+    /// file's `sim.seed`, else 1).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
     /// Write the observed timeline as JSON lines.
     #[arg(long, value_name = "FILE")]
     pub(crate) events: Option<PathBuf>,
@@ -535,9 +553,9 @@ pub(crate) struct ScenarioArgs {
     /// Keep the run directory of a local run (certificates, kubeconfigs, logs, etcd data).
     #[arg(long)]
     pub(crate) keep: bool,
-    /// Virtual milliseconds per simulation step (sim).
-    #[arg(long, default_value_t = kubechaos_engine::backend::sim::DEFAULT_TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub(crate) tick_ms: u64,
+    /// Virtual milliseconds per simulation step (sim; default: the file's `sim.step`, else 20).
+    #[arg(long, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub(crate) tick_ms: Option<u64>,
     /// Print the plan (each step, how it is carried out, what undoes it) and touch nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -594,9 +612,9 @@ pub(crate) struct SuiteArgs {
     /// Where to run them.
     #[arg(long, value_enum, default_value = "sim")]
     pub(crate) backend: Backend,
-    /// Seed of every simulated run.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    pub(crate) seed: u64,
+    /// Seed of every simulated run (default: each file's `sim.seed`, else 1).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
     #[command(flatten)]
     pub(crate) summaries: SummaryArgs,
     /// Write each scenario's observed timeline to DIR/NAME.jsonl (the reports name them).

@@ -260,6 +260,78 @@ fn bad_topologies_and_their_targets_are_refused() {
     }
 }
 
+/// Fidelity, measured: the figures `ci/fidelity` recorded (docs/fidelity.json) are the sim's
+/// figures now (the table is current: a model change that moves them must measure again), and
+/// each is within 2 s of the median of the local control plane's runs, or its row says why not.
+/// Every shipped scenario has its rows.
+#[test]
+fn the_sim_agrees_with_the_measured_local_figures() {
+    let text = std::fs::read_to_string(repo().join("docs/fidelity.json"))
+        .expect("docs/fidelity.json: run ci/fidelity");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tolerance = doc["tolerance_ms"].as_u64().unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    let mut scenarios: Vec<String> = rows
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap().to_owned())
+        .collect();
+    scenarios.dedup();
+    let shipped: std::collections::BTreeSet<String> = std::fs::read_dir(repo().join("scenarios"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".yaml")
+                .map(str::to_owned)
+        })
+        .collect();
+    let measured: std::collections::BTreeSet<String> = scenarios.iter().cloned().collect();
+    assert_eq!(
+        measured, shipped,
+        "every shipped scenario is measured: run ci/fidelity"
+    );
+    for scenario in &scenarios {
+        let out = kubechaos()
+            .args(["scenario", scenario, "--json", "-"])
+            .output()
+            .unwrap();
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let now: std::collections::BTreeMap<String, Option<u64>> = summary["scenarios"][0]
+            ["invariants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                (
+                    i["label"].as_str().unwrap().to_owned(),
+                    i["took_ms"].as_u64(),
+                )
+            })
+            .collect();
+        for row in rows.iter().filter(|r| r["scenario"] == scenario.as_str()) {
+            let label = row["invariant"].as_str().unwrap();
+            let recorded = row["sim_ms"].as_u64();
+            assert_eq!(
+                now.get(label).copied().flatten(),
+                recorded,
+                "{scenario} {label}: the sim's figure moved since ci/fidelity measured it: run ci/fidelity again"
+            );
+            if row.get("why").is_some() {
+                continue;
+            }
+            let (sim, local) = (recorded, row["local_median_ms"].as_u64());
+            let (Some(sim), Some(local)) = (sim, local) else {
+                panic!("{scenario} {label}: no figure on one side (sim {sim:?}, local {local:?}) and no `why`");
+            };
+            assert!(
+                sim.abs_diff(local) <= tolerance,
+                "{scenario} {label}: sim {sim} ms, local median {local} ms: more than {tolerance} ms apart; mend the model or say why in docs/fidelity.json"
+            );
+        }
+    }
+}
+
 /// A degradation fault that the backend cannot carry out honestly is refused before the run:
 /// reads cannot be failed through admission on local, and the kube backend refuses delays,
 /// losses and API errors.

@@ -63,12 +63,25 @@ fn a_give_up_agent_is_found_shrunk_and_written_as_a_scenario_that_replays_it() {
     assert!(text.starts_with("# Found by `kubechaos explore topologies/agent-give-up.yaml --runs 16 --seed 3 --max-faults 3`"), "{text}");
     assert!(
         text.contains(&format!(
-            "# Replay: kubechaos scenario {} --seed 3",
+            "# Replay: kubechaos scenario {} (its seed and step are in the file, `sim:`)",
             file.display()
         )),
         "{text}"
     );
-    let steps: Vec<&str> = text.split("\nfaults:\n").nth(1).unwrap().lines().collect();
+    // Confirmed at the default step before it was written, and how robust it is said.
+    assert!(
+        text.contains("# It fails at the default step (20ms), at "),
+        "{text}"
+    );
+    assert!(text.contains(" of 10 seeds (3–12)."), "{text}");
+    assert!(text.trim_end().ends_with("sim: {seed: 3}"), "{text}");
+    let steps: Vec<&str> = text
+        .split("\nfaults:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("  - "))
+        .collect();
     assert!(
         (1..=2).contains(&steps.len()),
         "shrunk to one or two faults:\n{text}"
@@ -81,14 +94,33 @@ fn a_give_up_agent_is_found_shrunk_and_written_as_a_scenario_that_replays_it() {
     }
     assert!(
         stdout.contains(&format!(
-            "replay: kubechaos scenario {} --seed 3",
+            "replay: kubechaos scenario {} (its seed and step are in the file)",
             file.display()
         )),
         "{stdout}"
     );
+    assert!(stdout.contains("  robustness: fails at "), "{stdout}");
 
-    // An ordinary scenario file: it validates, and replays to the same violation.
+    // An ordinary scenario file: it validates, and replays to the same violation as it is,
+    // with its own seed (the header says so), in a suite too.
     kubechaos().arg("validate").arg(file).assert().code(0);
+    kubechaos()
+        .arg("scenario")
+        .arg(file)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(", seed 3\n"))
+        .stdout(predicate::str::contains(
+            "FAIL  leader-reacquired default/agent-lock",
+        ));
+    kubechaos()
+        .arg("suite")
+        .arg(out.path())
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "seed 1 or each file's own (`sim.seed`)",
+        ));
     kubechaos()
         .arg("scenario")
         .arg(file)

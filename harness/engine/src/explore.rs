@@ -134,8 +134,8 @@ pub struct Topology {
     horizon_s: u32,
 }
 
-/// The top-level keys a generated file writes itself.
-const REPLACED: [&str; 4] = ["name", "description", "faults", "duration"];
+/// The top-level keys a generated file writes itself (a topology's `duration` is its horizon).
+const REPLACED: [&str; 5] = ["name", "description", "faults", "duration", "sim"];
 
 impl Topology {
     /// The topology of a validated scenario file (its faults are ignored). Errors: invariants
@@ -351,8 +351,14 @@ impl Topology {
     }
 
     /// The scenario file of a schedule (faults in time order), and its name
-    /// (`TOPOLOGY-HASH`). `header` goes first, as comments.
-    pub(crate) fn render(&self, schedule: &[GenFault], header: &str) -> (String, String) {
+    /// (`TOPOLOGY-HASH`). `header` goes first, as comments; `sim` (a `sim:` line, or nothing)
+    /// last.
+    pub(crate) fn render(
+        &self,
+        schedule: &[GenFault],
+        header: &str,
+        sim: &str,
+    ) -> (String, String) {
         let (faults, name) = self.ordered(schedule);
         let mut out = String::new();
         for line in header.lines() {
@@ -369,7 +375,19 @@ impl Topology {
         for f in faults {
             let _ = writeln!(out, "  - {}", f.text());
         }
+        if !sim.is_empty() {
+            let _ = writeln!(out, "{sim}");
+        }
         (name, out)
+    }
+}
+
+/// The `sim:` line of a finding's file: its seed, and its step unless it is the default.
+fn sim_settings(seed: u64, tick_ms: u64) -> String {
+    if tick_ms == crate::backend::sim::DEFAULT_TICK_MS {
+        format!("sim: {{seed: {seed}}}")
+    } else {
+        format!("sim: {{seed: {seed}, step: {tick_ms}ms}}")
     }
 }
 
@@ -416,7 +434,7 @@ pub(crate) fn play(
     let s = topo.scenario(schedule);
     let problems = scenario::validate::validate(&s);
     if !problems.is_empty() {
-        let (_, text) = topo.render(schedule, "");
+        let (_, text) = topo.render(schedule, "", "");
         return Err(ExploreError::InvalidSchedule {
             problems: format!("{problems:?}"),
             text,
@@ -425,6 +443,7 @@ pub(crate) fn play(
     let mut sim = Sim::new(SimOptions {
         seed: opts.seed,
         tick: Duration::from_millis(opts.tick_ms),
+        ..Default::default()
     });
     let o = run::run(&s, &mut sim, &mut |_: &str| {}).map_err(ExploreError::Run)?;
     Ok(o.verdicts
@@ -477,7 +496,16 @@ pub struct Found {
     pub shrink_runs: usize,
     /// Where its scenario file was written.
     pub path: PathBuf,
+    /// The step it fails at, as the file carries it (`sim.step`): the default, unless the
+    /// finding fails only at the exploration's coarser step.
+    pub step_ms: u64,
+    /// How robust it is: at how many of the seeds tried (the exploration's and the nine after
+    /// it) it fails at that step.
+    pub robust: (usize, usize),
 }
+
+/// Seeds a finding is played with to say how robust it is.
+pub const ROBUSTNESS_SEEDS: u64 = 10;
 
 /// What an exploration did.
 #[derive(Clone, Debug, Default)]
@@ -608,24 +636,64 @@ pub fn explore(
             source,
         })?;
     }
+    let default_step = crate::backend::sim::DEFAULT_TICK_MS;
+    let fine = ExploreOptions {
+        tick_ms: default_step,
+        ..opts.clone()
+    };
+    let fails = |o: &ExploreOptions, schedule: &[GenFault], label: &str| {
+        play(topo, schedule, o).map(|r| r.is_some_and(|(l, _)| l == label))
+    };
     for (k, label) in firsts {
-        let original_faults = case_tree(topo, opts, k).current().len();
-        let (schedule, message, shrink_runs) = shrink(topo, opts, k, &label)?;
-        let (name, _) = topo.render(&schedule, "");
-        let path = out.join(format!("{name}.yaml"));
-        let tick = if opts.tick_ms == crate::backend::sim::DEFAULT_TICK_MS {
-            String::new()
+        let original = case_tree(topo, opts, k).current();
+        let original_faults = original.len();
+        let (mut schedule, mut message, mut shrink_runs) = shrink(topo, opts, k, &label)?;
+        // A file someone commits must fail as it is played: at the default step. A finding
+        // that fails only at the coarse step is shrunk again at the default one, from the case
+        // as generated; one that the default step never fails keeps the coarse step in its file.
+        let mut at = opts.clone();
+        if opts.tick_ms != default_step && !fails(&fine, &schedule, &label)? {
+            if fails(&fine, &original, &label)? {
+                let (s2, m2, r2) = shrink(topo, &fine, k, &label)?;
+                schedule = s2;
+                message = m2;
+                shrink_runs += r2;
+                at = fine.clone();
+            }
         } else {
-            format!(" --tick-ms {}", opts.tick_ms)
+            at = fine.clone();
+        }
+        let robust = (0..ROBUSTNESS_SEEDS)
+            .map(|i| {
+                let o = ExploreOptions {
+                    seed: opts.seed + i,
+                    ..at.clone()
+                };
+                fails(&o, &schedule, &label)
+            })
+            .collect::<Result<Vec<bool>, _>>()?;
+        let robust = (robust.iter().filter(|f| **f).count(), robust.len());
+        let (name, _) = topo.render(&schedule, "", &sim_settings(opts.seed, at.tick_ms));
+        let path = out.join(format!("{name}.yaml"));
+        let step_note = if at.tick_ms == default_step {
+            format!("It fails at the default step ({default_step}ms)")
+        } else {
+            format!(
+                "It fails only at the exploration's step ({}ms), which its file keeps: at the default step ({default_step}ms) it holds",
+                at.tick_ms
+            )
         };
         let header = format!(
-            "Found by `{command}` (kubechaos {}): case {k} violated `{label}`;\nshrunk from {original_faults} fault(s) to {} in {shrink_runs} run(s).\nReplay: kubechaos scenario {} --seed {}{tick}",
+            "Found by `{command}` (kubechaos {}): case {k} violated `{label}`;\nshrunk from {original_faults} fault(s) to {} in {shrink_runs} run(s).\n{step_note}, at {} of {} seeds ({}–{}).\nReplay: kubechaos scenario {} (its seed and step are in the file, `sim:`)",
             env!("CARGO_PKG_VERSION"),
             schedule.len(),
+            robust.0,
+            robust.1,
+            opts.seed,
+            opts.seed + ROBUSTNESS_SEEDS - 1,
             path.display(),
-            opts.seed
         );
-        let (_, text) = topo.render(&schedule, &header);
+        let (_, text) = topo.render(&schedule, &header, &sim_settings(opts.seed, at.tick_ms));
         std::fs::write(&path, text).map_err(|source| ExploreError::Write {
             what: "write",
             path: path.clone(),
@@ -639,6 +707,8 @@ pub fn explore(
             message,
             shrink_runs,
             path,
+            step_ms: at.tick_ms,
+            robust,
         });
     }
     Ok(summary)
@@ -685,7 +755,7 @@ mod tests {
         );
         for k in 0..50 {
             let schedule = case_tree(&t, &opts, k).current();
-            let (name, text) = t.render(&schedule, "Found by a test");
+            let (name, text) = t.render(&schedule, "Found by a test", "sim: {seed: 1}");
             assert!(text.starts_with("# Found by a test\n"), "{text}");
             assert!(
                 !text.contains("api-server: restart}\nexpect"),

@@ -34,8 +34,8 @@ pub(crate) trait Backend {
     type World: World;
     /// As `--backend` and the `run-started` event name it.
     fn name(&self) -> &'static str;
-    /// The seed recorded in `run-started` (0 where nothing is seeded).
-    fn seed(&self) -> u64 {
+    /// The seed recorded in `run-started` for a run of `s` (0 where nothing is seeded).
+    fn seed(&self, _s: &Scenario) -> u64 {
         0
     }
     /// What this backend cannot do with a scenario, with where the scenario asks for it; checked
@@ -218,7 +218,7 @@ pub(crate) fn play<B: Backend>(
         EventKind::RunStarted {
             scenario: s.name.clone(),
             backend: backend.name().into(),
-            seed: backend.seed(),
+            seed: backend.seed(s),
             version: env!("CARGO_PKG_VERSION").into(),
             duration_ms: plan.duration.as_millis() as u64,
         },

@@ -2,14 +2,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::End;
 use crate::cli::{backend_of, Backend, Output, Provider};
 use crate::failure::{Failure, Verdict};
 use kubechaos_core::scenario;
 use kubechaos_engine::backend::BackendError;
-use kubechaos_engine::run::DEFAULT_SEED;
 
 /// `kubechaos list`: the scenarios in ./scenarios and the shipped ones, each with its summary.
 pub fn list(output: Output) -> End {
@@ -95,8 +93,8 @@ pub fn validate(
         .map(|b| {
             let world = backend_of(
                 *b,
-                DEFAULT_SEED,
-                Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
+                None,
+                None,
                 false,
                 kubechaos_engine::backend::kube::KubeTarget {
                     provider: provider.into(),

@@ -52,10 +52,12 @@ pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
     let mut backend = backend_of(
         args.backend,
         args.seed,
-        Duration::from_millis(args.tick_ms),
+        args.tick_ms,
         args.keep,
         kube.clone(),
     );
+    // What the sim plays this file with: the flags, else the file's `sim:`, else the defaults.
+    let sim = crate::cli::sim_options(args.seed, args.tick_ms).for_scenario(&s);
     let problems = backend.check(&s);
     if !problems.is_empty() {
         return Err(Failure::of_run(
@@ -88,7 +90,15 @@ pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
         s.source.path.display(),
         args.backend.name(),
         if args.backend == Backend::Sim {
-            format!(", seed {}", args.seed)
+            format!(
+                ", seed {}{}",
+                sim.seed,
+                if sim.tick.as_millis() as u64 == kubechaos_engine::backend::sim::DEFAULT_TICK_MS {
+                    String::new()
+                } else {
+                    format!(", step {}", scenario::duration::human(sim.tick))
+                }
+            )
         } else {
             String::new()
         }
@@ -160,12 +170,12 @@ pub fn scenario(args: &ScenarioArgs, verbose: bool) -> End {
     write_reports(
         &entries,
         args.backend,
-        args.seed,
+        sim.seed,
         code_of(verdict),
         &args.summaries,
     )?;
     if verdict == Verdict::Violated {
-        println!("replay: {}", replay_command(args));
+        println!("replay: {}", replay_command(args, &sim));
     }
     Ok(verdict)
 }
@@ -179,7 +189,7 @@ fn code_of(v: Verdict) -> i32 {
 }
 
 /// The command that plays a run again.
-fn replay_command(args: &ScenarioArgs) -> String {
+fn replay_command(args: &ScenarioArgs, sim: &kubechaos_engine::backend::sim::SimOptions) -> String {
     let prefix = if std::env::var_os("CARGO").is_some() {
         "cargo run --"
     } else {
@@ -187,12 +197,13 @@ fn replay_command(args: &ScenarioArgs) -> String {
     };
     let mut cmd = format!("{prefix} scenario {}", args.scenario);
     if args.backend == Backend::Sim {
-        cmd.push_str(&format!(" --seed {}", args.seed));
+        cmd.push_str(&format!(" --seed {}", sim.seed));
+        let tick = sim.tick.as_millis() as u64;
+        if tick != kubechaos_engine::backend::sim::DEFAULT_TICK_MS {
+            cmd.push_str(&format!(" --tick-ms {tick}"));
+        }
     } else {
         cmd.push_str(&format!(" --backend {}", args.backend.name()));
-    }
-    if args.tick_ms != kubechaos_engine::backend::sim::DEFAULT_TICK_MS {
-        cmd.push_str(&format!(" --tick-ms {}", args.tick_ms));
     }
     if args.backend == Backend::Kube {
         if let Some(k) = &args.target.kubeconfig {
@@ -290,13 +301,7 @@ pub fn suite(args: &SuiteArgs) -> End {
     }
     let kube = args.target.guarded(args.backend)?;
     // Everything is checked before anything runs.
-    let mut backend = backend_of(
-        args.backend,
-        args.seed,
-        Duration::from_millis(kubechaos_engine::backend::sim::DEFAULT_TICK_MS),
-        false,
-        kube,
-    );
+    let mut backend = backend_of(args.backend, args.seed, None, false, kube);
     let mut scenarios = Vec::new();
     let mut bad = false;
     for f in &files {
@@ -344,10 +349,13 @@ pub fn suite(args: &SuiteArgs) -> End {
         "kubechaos: suite of {} scenario(s) on {}{}",
         scenarios.len(),
         args.backend.name(),
-        if args.backend == Backend::Sim {
-            format!(", seed {}", args.seed)
-        } else {
-            String::new()
+        match (args.backend, args.seed) {
+            (Backend::Sim, Some(seed)) => format!(", seed {seed}"),
+            (Backend::Sim, None) if scenarios.iter().any(|s| s.sim.seed.is_some()) => {
+                ", seed 1 or each file's own (`sim.seed`)".to_owned()
+            }
+            (Backend::Sim, None) => ", seed 1".to_owned(),
+            _ => String::new(),
         }
     );
     let mut files_of: Vec<(Option<PathBuf>, Option<PathBuf>)> = Vec::new();
@@ -418,7 +426,13 @@ pub fn suite(args: &SuiteArgs) -> End {
             report_path: h.as_deref(),
         })
         .collect();
-    write_reports(&entries, args.backend, args.seed, code, &args.summaries)?;
+    write_reports(
+        &entries,
+        args.backend,
+        args.seed.unwrap_or(kubechaos_engine::run::DEFAULT_SEED),
+        code,
+        &args.summaries,
+    )?;
     end
 }
 
@@ -611,15 +625,25 @@ pub fn explore(args: &ExploreArgs) -> End {
             println!("    - {}", g.text());
         }
         println!("  violation: {}", f.message);
-        let tick = if opts.tick_ms == kubechaos_engine::backend::sim::DEFAULT_TICK_MS {
-            String::new()
-        } else {
-            format!(" --tick-ms {}", opts.tick_ms)
-        };
+        let default = kubechaos_engine::backend::sim::DEFAULT_TICK_MS;
         println!(
-            "  replay: kubechaos scenario {} --seed {}{tick}",
-            f.path.display(),
-            opts.seed
+            "  robustness: fails at {} of {} seeds ({}–{}) at {}",
+            f.robust.0,
+            f.robust.1,
+            opts.seed,
+            opts.seed + kubechaos_engine::explore::ROBUSTNESS_SEEDS - 1,
+            if f.step_ms == default {
+                format!("the default step ({default}ms)")
+            } else {
+                format!(
+                    "the exploration's step ({}ms) only: at the default step ({default}ms) it holds; its file keeps the coarse step",
+                    f.step_ms
+                )
+            }
+        );
+        println!(
+            "  replay: kubechaos scenario {} (its seed and step are in the file)",
+            f.path.display()
         );
     }
     Ok(Verdict::Violated)

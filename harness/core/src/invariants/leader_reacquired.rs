@@ -34,7 +34,7 @@ pub(super) fn judge(
     i: &LeaderReacquired,
     anchor: u64,
     deadline: u64,
-) -> (bool, String) {
+) -> (bool, String, Option<u64>) {
     let (lease, within) = (&i.lease, i.within);
     let name = lease.to_string();
     // The last observation: when, holder, renewTime, lease duration.
@@ -75,6 +75,7 @@ pub(super) fn judge(
                         fmt_ms(anchor),
                         human(within)
                     ),
+                    Some(after),
                 );
             }
         }
@@ -206,5 +207,6 @@ pub(super) fn judge(
             fmt_ms(anchor),
             fmt_ms(deadline)
         ),
+        None,
     )
 }

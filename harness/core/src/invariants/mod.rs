@@ -35,6 +35,10 @@ pub struct Verdict {
     pub(crate) deadline_ms: Option<u64>,
     /// When a violation of an invariant judged over the whole run began and ended.
     pub(crate) violated: Option<(u64, u64)>,
+    /// How long after its anchor it held: `leader-reacquired` (the renewal seen) and
+    /// `schedulable` (the probe bound). The figures the sim and the real control plane are
+    /// compared on.
+    pub took_ms: Option<u64>,
 }
 
 /// Facts derived from the timeline that several invariants use.
@@ -392,11 +396,14 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
             let deadline = anchor + inv.value.window().as_millis() as u64;
             let window = Some(anchor).zip(Some(deadline));
             let mut violated = None;
+            let mut took_ms = None;
             let ((held, message), window) = match &inv.value {
-                Invariant::LeaderReacquired(i) => (
-                    leader_reacquired::judge(&tl, s, i, anchor, deadline),
-                    window,
-                ),
+                Invariant::LeaderReacquired(i) => {
+                    let (held, message, took) =
+                        leader_reacquired::judge(&tl, s, i, anchor, deadline);
+                    took_ms = took;
+                    ((held, message), window)
+                }
                 Invariant::SingleLeader(i) => {
                     let (held, message, when) = single_leader::judge(&tl, i);
                     violated = when;
@@ -408,7 +415,9 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                     ((held, message), None)
                 }
                 Invariant::Schedulable(i) => {
-                    (schedulable::judge(&tl, i, index, anchor, deadline), window)
+                    let (held, message, took) = schedulable::judge(&tl, i, index, anchor, deadline);
+                    took_ms = took;
+                    ((held, message), window)
                 }
                 Invariant::Unschedulable(i) => (
                     unschedulable::judge(&tl, i, index, anchor, deadline),
@@ -424,6 +433,7 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                 anchor_ms: window.map(|w| w.0),
                 deadline_ms: window.map(|w| w.1),
                 violated,
+                took_ms,
             }
         })
         .collect()

@@ -15,10 +15,10 @@ pub(super) fn judge(
     index: usize,
     anchor: u64,
     deadline: u64,
-) -> (bool, String) {
+) -> (bool, String, Option<u64>) {
     let within = i.within;
     let Some((created, pod)) = tl.probe_pod(index) else {
-        return (false, format!("the probe pod could not be created by the deadline {} (anchor {}): the API server did not accept it", fmt_ms(deadline), fmt_ms(anchor)));
+        return (false, format!("the probe pod could not be created by the deadline {} (anchor {}): the API server did not accept it", fmt_ms(deadline), fmt_ms(anchor)), None);
     };
     match tl.bound(&pod) {
         Some((t, node)) if t <= deadline => (
@@ -29,14 +29,17 @@ pub(super) fn judge(
                 fmt_ms(anchor),
                 human(within)
             ),
+            Some(t.saturating_sub(anchor)),
         ),
         Some((t, node)) => (
             false,
             format!("probe pod {pod} (created at {}) was bound to {node} only at {}, past the deadline {} ({} after the anchor at {})", fmt_ms(created), fmt_ms(t), fmt_ms(deadline), human(within), fmt_ms(anchor)),
+            None,
         ),
         None => (
             false,
             format!("probe pod {pod} (created at {}) was never bound to a node by the deadline {} ({} after the anchor at {}); no scheduler bound it", fmt_ms(created), fmt_ms(deadline), human(within), fmt_ms(anchor)),
+            None,
         ),
     }
 }

@@ -60,6 +60,9 @@ pub(crate) struct InvariantSummary {
     pub(crate) held: bool,
     /// The measured figure, or what was expected, seen and when.
     pub(crate) message: String,
+    /// How long after its anchor it held, in milliseconds (`leader-reacquired`, `schedulable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) took_ms: Option<u64>,
 }
 
 /// Render runs as a pretty-printed JSON summary.
@@ -82,6 +85,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                         label: v.label.clone(),
                         held: v.held,
                         message: v.message.clone(),
+                        took_ms: v.took_ms,
                     })
                     .collect(),
                 rejected_reports: o.rejected_reports(),

@@ -16,6 +16,7 @@ pub(crate) const SCENARIO_KEYS: &[&str] = &[
     "faults",
     "expect",
     "duration",
+    "sim",
 ];
 /// Keys of `cluster:`.
 pub(crate) const CLUSTER_KEYS: &[&str] = &[
@@ -363,6 +364,40 @@ impl Decoder {
             Some(n) => Some(self.duration(n, "`duration`")?),
             None => None,
         };
+        let sim = match f.get("sim") {
+            None => SimSettings::default(),
+            Some(n) => {
+                let sf = self.fields(n, "`sim`", &["seed", "step"])?;
+                let seed = match sf.get("seed") {
+                    Some(v) => match &v.value {
+                        Value::Int(i) if *i >= 0 => Some(*i as u64),
+                        other => {
+                            self.problem(
+                                v.pos,
+                                format!(
+                                    "`sim.seed` is {}; expected a whole number of 0 or more",
+                                    other.kind()
+                                ),
+                            );
+                            return None;
+                        }
+                    },
+                    None => None,
+                };
+                let step = match sf.get("step") {
+                    Some(v) => {
+                        let d = self.positive(v, "`sim.step`")?;
+                        if d.subsec_nanos() % 1_000_000 != 0 || d > Duration::from_secs(1) {
+                            self.problem(v.pos, format!("`sim.step` is {}; expected whole milliseconds from 1ms to 1s, like 20ms (the default) or 100ms", duration::human(d)));
+                            return None;
+                        }
+                        Some(d)
+                    }
+                    None => None,
+                };
+                SimSettings { seed, step }
+            }
+        };
         Some(Scenario {
             name: name?,
             description,
@@ -370,6 +405,7 @@ impl Decoder {
             faults: faults?,
             expect: expect?,
             duration,
+            sim,
             source: Source {
                 path: Default::default(),
                 duration_pos: f.key_pos("duration").unwrap_or_default(),
@@ -1779,6 +1815,44 @@ mod tests {
             err.contains("`delay` acts on a link from `etcd` to itself"),
             "{err}"
         );
+    }
+
+    /// `sim:` carries a seed and a step; what is not one is refused at its position.
+    #[test]
+    fn sim_settings_are_a_seed_and_a_step() {
+        let parse = |sim: &str| {
+            crate::scenario::parse(
+                Path::new("t.yaml"),
+                format!("name: t\nsim: {sim}\n").as_bytes(),
+            )
+            .map(|s| s.sim)
+            .map_err(|e| e.to_string())
+        };
+        let ok = parse("{seed: 11, step: 100ms}").unwrap();
+        assert_eq!(
+            (ok.seed, ok.step),
+            (Some(11), Some(Duration::from_millis(100)))
+        );
+        assert_eq!(parse("{}").unwrap(), SimSettings::default());
+        for (bad, expected) in [
+            (
+                "{seed: -1}",
+                "t.yaml:2:13: `sim.seed` is a number; expected a whole number of 0 or more",
+            ),
+            ("{seed: x}", "`sim.seed` is a string"),
+            (
+                "{step: 2s}",
+                "`sim.step` is 2s; expected whole milliseconds from 1ms to 1s",
+            ),
+            (
+                "{step: 0ms}",
+                "`sim.step` is 0; expected a duration above zero",
+            ),
+            ("{tick: 20ms}", "unknown key `tick` in `sim`"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(expected), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -40,9 +40,24 @@ pub struct Scenario {
     /// How long the run lasts. Default: end of the last fault + the longest `within`/`for` + 30s.
     #[schemars(with = "Option<DurationText>")]
     pub duration: Option<Duration>,
+    /// How the sim plays this file unless `--seed` or `--tick-ms` say otherwise: what a finding
+    /// of `kubechaos explore` needs to fail as it failed there.
+    #[schemars(default)]
+    pub sim: SimSettings,
     /// Where the file came from (not part of the file).
     #[schemars(skip)]
     pub source: Source,
+}
+
+/// `sim: {seed, step}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SimSettings {
+    /// The seed (default 1).
+    pub seed: Option<u64>,
+    /// Virtual time per simulation step (default 20ms).
+    #[schemars(with = "Option<DurationText>")]
+    pub step: Option<Duration>,
 }
 
 /// Where a scenario came from, for error messages.

@@ -54,6 +54,18 @@ pub struct SimOptions {
     /// Virtual time per simulation step. Default 20ms: network messages and timers resolve at
     /// this granularity.
     pub tick: Duration,
+    /// Which of these the scenario's own `sim:` settings replace, where it has them (what the
+    /// command line did not set).
+    pub from_file: FromFile,
+}
+
+/// Which options a scenario's `sim:` settings may set.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FromFile {
+    /// `sim.seed`.
+    pub seed: bool,
+    /// `sim.step`.
+    pub step: bool,
 }
 
 impl Default for SimOptions {
@@ -61,6 +73,26 @@ impl Default for SimOptions {
         SimOptions {
             seed: 1,
             tick: Duration::from_millis(DEFAULT_TICK_MS),
+            from_file: FromFile::default(),
+        }
+    }
+}
+
+impl SimOptions {
+    /// The options of a run of `s`: its `sim:` settings where they may apply.
+    pub fn for_scenario(&self, s: &Scenario) -> SimOptions {
+        SimOptions {
+            seed: s
+                .sim
+                .seed
+                .filter(|_| self.from_file.seed)
+                .unwrap_or(self.seed),
+            tick: s
+                .sim
+                .step
+                .filter(|_| self.from_file.step)
+                .unwrap_or(self.tick),
+            from_file: self.from_file,
         }
     }
 }
@@ -313,8 +345,8 @@ impl Backend for Sim {
         "sim"
     }
 
-    fn seed(&self) -> u64 {
-        self.opts.seed
+    fn seed(&self, s: &Scenario) -> u64 {
+        self.opts.for_scenario(s).seed
     }
 
     fn check(&self, s: &Scenario) -> Vec<(Pos, String)> {
@@ -358,7 +390,8 @@ impl Backend for Sim {
         recorder: &Recorder,
         _: &mut dyn Progress,
     ) -> Result<Ready<SimWorld<'static>>, BackendError> {
-        start(s, plan, &self.opts, recorder, &self.now_ms, &self.zero_ms)
+        let opts = self.opts.for_scenario(s);
+        start(s, plan, &opts, recorder, &self.now_ms, &self.zero_ms)
     }
 
     fn finish(
