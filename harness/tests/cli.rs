@@ -261,15 +261,16 @@ fn bad_topologies_and_their_targets_are_refused() {
 }
 
 /// Fidelity, measured: the figures `ci/fidelity` recorded (docs/fidelity.json) are the sim's
-/// figures now (the table is current: a model change that moves them must measure again), and
-/// each is within 2 s of the median of the local control plane's runs, or its row says why not.
-/// Every shipped scenario has its rows.
+/// figures now, seed by seed (the table is current: a model change that moves them must measure
+/// again, `ci/fidelity --sim-only`), and the sim's median is within 2 s of the local control
+/// plane's, or the row says why not. Every shipped scenario has its rows.
 #[test]
 fn the_sim_agrees_with_the_measured_local_figures() {
     let text = std::fs::read_to_string(repo().join("docs/fidelity.json"))
         .expect("docs/fidelity.json: run ci/fidelity");
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     let tolerance = doc["tolerance_ms"].as_u64().unwrap();
+    let runs = doc["runs"].as_u64().unwrap();
     let rows = doc["rows"].as_array().unwrap();
     let mut scenarios: Vec<String> = rows
         .iter()
@@ -292,41 +293,59 @@ fn the_sim_agrees_with_the_measured_local_figures() {
         "every shipped scenario is measured: run ci/fidelity"
     );
     for scenario in &scenarios {
-        let out = kubechaos()
-            .args(["scenario", scenario, "--json", "-"])
-            .output()
-            .unwrap();
-        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let now: std::collections::BTreeMap<String, Option<u64>> = summary["scenarios"][0]
-            ["invariants"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| {
-                (
-                    i["label"].as_str().unwrap().to_owned(),
-                    i["took_ms"].as_u64(),
-                )
-            })
-            .collect();
+        // Each invariant's figure (by its position in `expect:`) at seeds 1 to `runs`, now.
+        let mut now: std::collections::BTreeMap<u64, Vec<Option<u64>>> = Default::default();
+        for seed in 1..=runs {
+            let out = kubechaos()
+                .args([
+                    "scenario",
+                    scenario,
+                    "--seed",
+                    &seed.to_string(),
+                    "--json",
+                    "-",
+                ])
+                .output()
+                .unwrap();
+            let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            for (index, i) in summary["scenarios"][0]["invariants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
+                now.entry(index as u64)
+                    .or_default()
+                    .push(i["took_ms"].as_u64());
+            }
+        }
         for row in rows.iter().filter(|r| r["scenario"] == scenario.as_str()) {
             let label = row["invariant"].as_str().unwrap();
-            let recorded = row["sim_ms"].as_u64();
+            let index = row["index"].as_u64().unwrap();
+            let recorded: Vec<Option<u64>> = row["sim_ms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_u64())
+                .collect();
             assert_eq!(
-                now.get(label).copied().flatten(),
-                recorded,
-                "{scenario} {label}: the sim's figure moved since ci/fidelity measured it: run ci/fidelity again"
+                now.get(&index),
+                Some(&recorded),
+                "{scenario} {label}: the sim's figures moved since ci/fidelity measured them: run ci/fidelity --sim-only (or all of it)"
             );
             if row.get("why").is_some() {
                 continue;
             }
-            let (sim, local) = (recorded, row["local_median_ms"].as_u64());
+            let (sim, local) = (
+                row["sim_median_ms"].as_f64(),
+                row["local_median_ms"].as_f64(),
+            );
             let (Some(sim), Some(local)) = (sim, local) else {
-                panic!("{scenario} {label}: no figure on one side (sim {sim:?}, local {local:?}) and no `why`");
+                panic!("{scenario} {label}: no median on one side (sim {sim:?}, local {local:?}) and no `why`");
             };
             assert!(
-                sim.abs_diff(local) <= tolerance,
-                "{scenario} {label}: sim {sim} ms, local median {local} ms: more than {tolerance} ms apart; mend the model or say why in docs/fidelity.json"
+                (sim - local).abs() <= tolerance as f64,
+                "{scenario} {label}: sim median {sim} ms, local median {local} ms: more than {tolerance} ms apart; mend the model or say why in docs/fidelity.json"
             );
         }
     }

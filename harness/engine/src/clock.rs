@@ -49,6 +49,16 @@ impl Rng {
         Rng(seed ^ h)
     }
 
+    /// A generator seeded from the wall clock, for real-time worlds whose draws need not
+    /// repeat (a proxy's losses, the webhook's error ratio).
+    pub(crate) fn from_time(name: &str) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        Rng::new(seed, name)
+    }
+
     /// The next 64 random bits.
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -957,15 +957,7 @@ impl Decoder {
     fn partition(&mut self, node: &Node, target_pos: &mut Vec<Pos>) -> Option<Partition> {
         match &node.value {
             Value::Seq(items) if items.len() == 2 => {
-                let a = self.target(&items[0], "`partition`");
-                let b = self.target(&items[1], "`partition`");
-                target_pos.extend([items[0].pos, items[1].pos]);
-                Some(Partition {
-                    a: a?,
-                    b: b?,
-                    oneway: false,
-                    reset: false,
-                })
+                self.both_ways(items, "`partition`", target_pos)
             }
             Value::Map(_) => {
                 let f = self.fields(node, "`partition`", &["from", "to", "between", "mode"])?;
@@ -996,7 +988,26 @@ impl Decoder {
         }
     }
 
-    /// The link of `delay` or `loss`: `from`/`to` (one way) or `between: [A, B]` (both).
+    /// A link both ways between the two targets of `[A, B]`.
+    fn both_ways(
+        &mut self,
+        items: &[Node],
+        what: &str,
+        target_pos: &mut Vec<Pos>,
+    ) -> Option<Partition> {
+        let a = self.target(&items[0], what);
+        let b = self.target(&items[1], what);
+        target_pos.extend([items[0].pos, items[1].pos]);
+        Some(Partition {
+            a: a?,
+            b: b?,
+            oneway: false,
+            reset: false,
+        })
+    }
+
+    /// The link of `delay`, `loss` or a mapping `partition`: `from`/`to` (one way) or
+    /// `between: [A, B]` (both).
     fn link(
         &mut self,
         f: &Fields<'_>,
@@ -1010,15 +1021,7 @@ impl Decoder {
         match (f.get("between"), f.get("from"), f.get("to")) {
             (Some(between), None, None) => match &between.value {
                 Value::Seq(items) if items.len() == 2 => {
-                    let a = self.target(&items[0], &format!("`{key}.between`"));
-                    let b = self.target(&items[1], &format!("`{key}.between`"));
-                    target_pos.extend([items[0].pos, items[1].pos]);
-                    Some(Partition {
-                        a: a?,
-                        b: b?,
-                        oneway: false,
-                        reset: false,
-                    })
+                    self.both_ways(items, &format!("`{key}.between`"), target_pos)
                 }
                 other => {
                     self.problem(

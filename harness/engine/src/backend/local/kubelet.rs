@@ -52,29 +52,8 @@ impl Kubelet {
                 source: Some(e),
             }
         };
-        let key = rcgen::KeyPair::generate()
-            .map_err(|e| LocalError::Launch(format!("cannot make the kubelet's key: {e}")))?;
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-            .and_then(|mut p| {
-                p.subject_alt_names
-                    .push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
-                p.self_signed(&key)
-            })
-            .map_err(|e| {
-                LocalError::Launch(format!("cannot make the kubelet's certificate: {e}"))
-            })?;
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| LocalError::Launch(format!("kubelet TLS: {e}")))?
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .map_err(|e| LocalError::Launch(format!("kubelet TLS: {e}")))?;
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let (acceptor, _) = self_signed_tls()
+            .map_err(|e| LocalError::Launch(format!("the kubelet's log endpoint: {e}")))?;
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(machine(
             "cannot listen on 127.0.0.1 for the kubelet's log endpoint",
         ))?;
@@ -111,6 +90,35 @@ impl Kubelet {
         });
         Ok(Kubelet { port, task })
     }
+}
+
+/// A TLS acceptor for 127.0.0.1 and `localhost` with a self-signed certificate, and that
+/// certificate (PEM): what the servers kubechaos runs beside the local control plane (the
+/// kubelet's log endpoint, the api-errors webhook) present to the API server.
+pub(crate) fn self_signed_tls() -> Result<(tokio_rustls::TlsAcceptor, String), String> {
+    let key = rcgen::KeyPair::generate().map_err(|e| format!("cannot make a key: {e}"))?;
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .and_then(|mut p| {
+            p.subject_alt_names
+                .push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
+            p.self_signed(&key)
+        })
+        .map_err(|e| format!("cannot make a certificate: {e}"))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .map_err(|e| format!("TLS: {e}"))?;
+    Ok((
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        cert.pem(),
+    ))
 }
 
 fn text(code: StatusCode, message: String) -> Response<Body> {

@@ -43,13 +43,9 @@ pub(crate) struct Link {
 
 impl Default for Link {
     fn default() -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or_default();
         Link {
             state: Mutex::default(),
-            rng: Mutex::new(Rng::new(seed, "proxy")),
+            rng: Mutex::new(Rng::from_time("proxy")),
             changed: Notify::new(),
             resets: tokio::sync::watch::Sender::new(0),
         }

@@ -56,29 +56,8 @@ impl Drop for Webhook {
 impl Webhook {
     /// Serve on a free port of 127.0.0.1 (within a Tokio runtime), allowing everything.
     pub(crate) fn start() -> Result<Webhook, LocalError> {
-        let launch = |what: &str, e: &dyn std::fmt::Display| {
-            LocalError::Launch(format!("the api-errors webhook: {what}: {e}"))
-        };
-        let key = rcgen::KeyPair::generate().map_err(|e| launch("key", &e))?;
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-            .and_then(|mut p| {
-                p.subject_alt_names
-                    .push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
-                p.self_signed(&key)
-            })
-            .map_err(|e| launch("certificate", &e))?;
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| launch("TLS", &e))?
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .map_err(|e| launch("TLS", &e))?;
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let (acceptor, cert_pem) = super::kubelet::self_signed_tls()
+            .map_err(|e| LocalError::Launch(format!("the api-errors webhook: {e}")))?;
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .and_then(|l| l.local_addr().map(|a| (l, a.port())))
@@ -87,13 +66,9 @@ impl Webhook {
             what: "cannot listen on 127.0.0.1 for the api-errors webhook".to_owned(),
             source: Some(e),
         })?;
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or_default();
         let rules = Arc::new(Mutex::new(Rules {
             active: Vec::new(),
-            rng: Rng::new(seed, "api-errors"),
+            rng: Rng::from_time("api-errors"),
         }));
         let shared = rules.clone();
         let task = tokio::spawn(async move {
@@ -116,7 +91,7 @@ impl Webhook {
         });
         Ok(Webhook {
             port,
-            cert_pem: cert.pem(),
+            cert_pem,
             rules,
             task,
         })
