@@ -249,8 +249,8 @@ fn bad_topologies_and_their_targets_are_refused() {
     );
     for (backend, expected) in [
         ("sim", "between etcd members: the sim does not model raft's traffic between members"),
-        ("local", "the local backend starts one API server and one etcd member so far"),
-        ("kube", "the kube backend does not yet check an existing cluster's API servers and etcd members"),
+        ("local", "ha.yaml:2:11: `cluster.api-servers: 3` and `cluster.etcd.members: 3`: the local backend starts one API server and one etcd member so far"),
+        ("kube", "ha.yaml:2:11: `cluster.api-servers: 3` and `cluster.etcd.members: 3`: the kube backend does not yet check an existing cluster's API servers and etcd members"),
     ] {
         kubechaos()
             .args(["validate", &ha, "--backend", backend])

@@ -256,48 +256,38 @@ impl Topology {
             );
         }
         if parts > 0 {
+            // A link between one process of the pool and the API server, one way or both.
             let pool = self.partition_pool.clone();
+            let link = move |t: usize, oneway: bool| Partition {
+                a: pool[t].clone(),
+                b: Target::API_SERVER,
+                oneway,
+                reset: false,
+            };
+            let to_api = link.clone();
             kinds.push(
                 (0..parts, any::<bool>())
-                    .prop_map(move |(t, oneway)| {
-                        Action::Partition(Partition {
-                            a: pool[t].clone(),
-                            b: Target::API_SERVER,
-                            oneway,
-                            reset: false,
-                        })
-                    })
+                    .prop_map(move |(t, oneway)| Action::Partition(to_api(t, oneway)))
                     .boxed(),
             );
             // Degradation: a slow or lossy link to the API server.
-            let pool = self.partition_pool.clone();
+            let to_api = link.clone();
             kinds.push(
                 (0..parts, any::<bool>(), 1u64..=15)
                     .prop_map(move |(t, oneway, secs)| {
                         Action::Delay(Delay {
-                            link: Partition {
-                                a: pool[t].clone(),
-                                b: Target::API_SERVER,
-                                oneway,
-                                reset: false,
-                            },
+                            link: to_api(t, oneway),
                             latency: Duration::from_secs(secs),
                             jitter: Duration::ZERO,
                         })
                     })
                     .boxed(),
             );
-            let pool = self.partition_pool.clone();
             kinds.push(
                 (0..parts, any::<bool>(), 1u32..=9)
                     .prop_map(move |(t, oneway, tenths)| {
                         Action::Loss(Loss {
-                            link: Partition {
-                                a: pool[t].clone(),
-                                b: Target::API_SERVER,
-                                oneway,
-                                reset: false,
-                            },
+                            link: link(t, oneway),
                             ratio: Ratio::new(f64::from(tenths) / 10.0),
                         })
                     })

@@ -529,6 +529,10 @@ impl Decoder {
             etcd: EtcdSpec {
                 members: etcd_members?,
             },
+            topology_pos: f
+                .key_pos("api-servers")
+                .or_else(|| f.key_pos("etcd"))
+                .unwrap_or(node.pos),
             components,
             self_hosted: self_hosted?,
             agents,

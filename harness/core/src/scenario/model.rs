@@ -91,6 +91,9 @@ pub struct Cluster {
     /// The etcd cluster behind them.
     #[schemars(default)]
     pub etcd: EtcdSpec,
+    /// Where `api-servers` (else `etcd`) is written, for what a backend cannot run.
+    #[schemars(skip)]
+    pub topology_pos: Pos,
     /// Leader-elected control-plane components, by their upstream name.
     #[schemars(default)]
     pub components: BTreeMap<Component, ComponentSpec>,
@@ -174,6 +177,7 @@ impl Default for Cluster {
             nodes: default_nodes(),
             api_servers: 1,
             etcd: EtcdSpec::default(),
+            topology_pos: Pos::default(),
             components: BTreeMap::new(),
             self_hosted: false,
             agents: Vec::new(),

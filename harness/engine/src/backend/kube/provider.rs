@@ -246,7 +246,7 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
         problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));
     }
     if s.cluster.api_servers > 1 || s.cluster.etcd.members > 1 {
-        problems.push((s.source.name_pos, format!("`cluster.api-servers: {}` and `cluster.etcd.members: {}`: the kube backend does not yet check an existing cluster's API servers and etcd members, nor target one of them; expected the defaults (1) on `--backend kube`, or `--backend sim`", s.cluster.api_servers, s.cluster.etcd.members)));
+        problems.push((s.cluster.topology_pos, format!("`cluster.api-servers: {}` and `cluster.etcd.members: {}`: the kube backend does not yet check an existing cluster's API servers and etcd members, nor target one of them; expected the defaults (1) on `--backend kube`, or `--backend sim`", s.cluster.api_servers, s.cluster.etcd.members)));
     }
     problems
 }

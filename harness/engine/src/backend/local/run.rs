@@ -356,7 +356,7 @@ impl Backend for Local {
         problems.extend(crate::backend::pod_problems(s));
         problems.extend(read_errors(s));
         if s.cluster.api_servers > 1 || s.cluster.etcd.members > 1 {
-            problems.push((s.source.name_pos, format!(
+            problems.push((s.cluster.topology_pos, format!(
                 "`cluster.api-servers: {}` and `cluster.etcd.members: {}`: the local backend starts one API server and one etcd member so far (several of each run on the sim); expected the defaults (1) on `--backend local`, or `--backend sim`",
                 s.cluster.api_servers, s.cluster.etcd.members
             )));

@@ -19,7 +19,7 @@ pub mod process;
 pub mod scheduler;
 pub mod store;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -149,8 +149,6 @@ pub(crate) struct SimWorld<'a> {
     apis: Vec<(String, Arc<AtomicBool>, Arc<Mutex<String>>)>,
     /// The API servers behind their one address.
     balancer: Arc<net::Balancer>,
-    /// Directed cuts between an API server and an etcd member.
-    etcd_cuts: BTreeSet<(String, String)>,
     /// Cuts, delays, losses and API errors, shared with the API server.
     degraded: Arc<Mutex<apiserver::Degraded>>,
     /// Told when a link changes.
@@ -173,11 +171,18 @@ impl SimWorld<'_> {
         } else if !leading {
             self.etcd_leader = self.etcd.iter().position(|(_, up)| *up);
         }
+        let degraded = self.degraded.lock().expect("degraded");
+        let cut = |from: &String, to: &String| {
+            degraded
+                .links
+                .get(&(from.clone(), to.clone()))
+                .is_some_and(|s| s.cut)
+        };
         for (api, ok, member) in &self.apis {
-            let reachable = self.etcd.iter().find(|(m, up)| {
-                *up && !self.etcd_cuts.contains(&(api.clone(), m.clone()))
-                    && !self.etcd_cuts.contains(&(m.clone(), api.clone()))
-            });
+            let reachable = self
+                .etcd
+                .iter()
+                .find(|(m, up)| *up && !cut(api, m) && !cut(m, api));
             ok.store(quorum && reachable.is_some(), Ordering::SeqCst);
             if let Some((m, _)) = reachable {
                 *member.lock().expect("etcd member") = m.clone();
@@ -257,21 +262,17 @@ impl World for SimWorld<'_> {
     /// unreachable.
     fn link(&mut self, from: &str, to: &str, state: &LinkState) {
         let key = (from.to_owned(), to.to_owned());
-        if self.is_etcd_link(from, to) {
-            if state.cut {
-                self.etcd_cuts.insert(key.clone());
+        {
+            let mut degraded = self.degraded.lock().expect("degraded");
+            if *state == LinkState::default() {
+                degraded.links.remove(&key);
             } else {
-                self.etcd_cuts.remove(&key);
+                degraded.links.insert(key, state.clone());
             }
+        }
+        if self.is_etcd_link(from, to) {
             self.update_etcd();
         }
-        let mut degraded = self.degraded.lock().expect("degraded");
-        if *state == LinkState::default() {
-            degraded.links.remove(&key);
-        } else {
-            degraded.links.insert(key, state.clone());
-        }
-        drop(degraded);
         self.links_changed.notify_waiters();
     }
 
@@ -600,7 +601,6 @@ fn start(
         etcd_leader: Some(0),
         apis,
         balancer,
-        etcd_cuts: BTreeSet::new(),
         degraded,
         links_changed,
         commands: tx,
