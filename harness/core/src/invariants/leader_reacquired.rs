@@ -106,9 +106,13 @@ pub(super) fn judge(
             }
         ),
     };
-    // When the record last changed, as seen: a candidate waits a full lease duration from then,
-    // or from its own start if it started later (client-go's `observedTime`).
-    let mut changed: Option<(u64, Option<String>, Option<u64>)> = None;
+    // Each version of the record, as seen: when it appeared, whether it named a holder, and
+    // until when it stood (the next change, or the deadline). A candidate waits a full lease
+    // duration from when it sees a version appear (client-go's `observedTime`), or from its own
+    // start if it started later, and is free to take the Lease once that wait ends while the
+    // version still stands.
+    let mut versions: Vec<(u64, bool, u64)> = Vec::new();
+    let mut current: Option<(Option<String>, Option<u64>)> = None;
     let mut duration = None;
     for e in tl.events.iter().take_while(|e| e.t_ms <= deadline) {
         if let EventKind::LeaseObserved {
@@ -121,17 +125,19 @@ pub(super) fn judge(
         {
             if *l == name {
                 duration = duration_ms.or(duration);
-                if changed
-                    .as_ref()
-                    .is_none_or(|(_, h, r)| h != holder || r != renew_ms)
-                {
-                    changed = Some((e.t_ms, holder.clone(), *renew_ms));
+                let record = (holder.clone(), *renew_ms);
+                if current.as_ref() != Some(&record) {
+                    if let Some(v) = versions.last_mut() {
+                        v.2 = e.t_ms;
+                    }
+                    versions.push((e.t_ms, holder.is_some(), deadline));
+                    current = Some(record);
                 }
             }
         }
     }
-    // Each running candidate: held back by a fault still in effect on it, still waiting out the
-    // lease, or free to take it.
+    // Each running candidate: free to take the Lease for a while within the window (and it did
+    // not), held back by a fault still in effect on it, or still waiting out the lease.
     let hindrances = tl.hindrances(s, deadline);
     let (mut held_back, mut waiting, mut free) = (
         std::collections::BTreeMap::<&str, Vec<String>>::new(),
@@ -139,25 +145,25 @@ pub(super) fn judge(
         Vec::new(),
     );
     for c in &alive {
-        let on_it = || hindrances.iter().filter(|h| h.on(c));
-        let fault = on_it().find(|h| h.until.is_none());
-        // It could read the record again only once what held it back had ended.
-        let freed = on_it().filter_map(|h| h.until).max().unwrap_or(0);
-        let wait_end = match (&changed, duration) {
-            (Some((at, Some(_), _)), Some(d)) => {
-                Some(tl.started_at(c, deadline).unwrap_or(0).max(*at).max(freed) + d)
-            }
-            _ => None,
-        };
-        if let Some(h) = fault {
+        let on_it: Vec<(u64, u64)> = hindrances
+            .iter()
+            .filter(|h| h.on(c))
+            .map(|h| (h.since, h.until.unwrap_or(u64::MAX)))
+            .collect();
+        let start = tl.started_at(c, deadline).unwrap_or(0);
+        let (window, wait_end) = free_window(&versions, duration, start, &on_it, anchor, deadline);
+        if let Some((from, to)) = window {
+            free.push(format!("{c} (from {} to {})", fmt_ms(from), fmt_ms(to)));
+        } else if let Some(h) = hindrances.iter().find(|h| h.on(c) && h.until.is_none()) {
             held_back
                 .entry(h.fault.as_str())
                 .or_default()
                 .push(c.clone());
-        } else if let Some(end) = wait_end.filter(|end| *end > deadline) {
-            waiting.push(format!("{c} (until {})", fmt_ms(end)));
         } else {
-            free.push(c.clone());
+            match wait_end {
+                Some(end) => waiting.push(format!("{c} (until {})", fmt_ms(end))),
+                None => free.push(c.clone()),
+            }
         }
     }
     let running = if alive.len() == candidates.len() {
@@ -173,7 +179,10 @@ pub(super) fn judge(
     let alive_text = if alive.is_empty() {
         "no candidate was running".to_owned()
     } else if held_back.is_empty() && waiting.is_empty() && alive.len() == candidates.len() {
-        format!("{running} but none is trying: none renewed or acquired the lease")
+        format!(
+            "{running} but none is trying: none renewed or acquired the lease; free to take it, with nothing in the way: {}",
+            free.join(", ")
+        )
     } else {
         let mut parts = vec![format!("{running}; none renewed or acquired the lease")];
         for (fault, names) in &held_back {
@@ -192,7 +201,7 @@ pub(super) fn judge(
         }
         if !free.is_empty() {
             parts.push(format!(
-                "{} {} free to take it but not trying",
+                "{} {} free to take it but not trying (the record had stood for a full lease duration since it could read it, with nothing in the way)",
                 free.join(", "),
                 were(&free)
             ));
@@ -209,4 +218,56 @@ pub(super) fn judge(
         ),
         None,
     )
+}
+
+/// When, within `[anchor, deadline]`, a candidate started at `start` and kept from the API
+/// server over `hindered` (`[since, until)`) was free to take the Lease: the last stretch in
+/// which a version of the record had stood for a full lease duration since the candidate could
+/// first read it, with nothing in its way. Without one, when its wait for the version standing
+/// at the deadline ends (`None`: it cannot end while something is in its way, or nothing names
+/// a holder to wait on). Conservative: after a fault the wait starts again from its end, as for
+/// a candidate that reads a changed record then.
+fn free_window(
+    versions: &[(u64, bool, u64)],
+    duration: Option<u64>,
+    start: u64,
+    hindered: &[(u64, u64)],
+    anchor: u64,
+    deadline: u64,
+) -> (Option<(u64, u64)>, Option<u64>) {
+    let mut window = None;
+    let mut wait_end = None;
+    for (i, &(appeared, holder, stood_until)) in versions.iter().enumerate() {
+        let wait = if holder { duration.unwrap_or(0) } else { 0 };
+        // The first moment from which it could read this version for a whole wait.
+        let mut from = appeared.max(start);
+        while let Some(&(_, until)) = hindered
+            .iter()
+            .find(|&&(since, until)| since <= from + wait && until > from)
+        {
+            from = until;
+            if from == u64::MAX {
+                break;
+            }
+        }
+        if from == u64::MAX {
+            wait_end = None;
+            continue;
+        }
+        let free_from = from + wait;
+        let free_to = hindered
+            .iter()
+            .map(|&(since, _)| since)
+            .filter(|&since| since >= free_from)
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(stood_until);
+        let last = i + 1 == versions.len();
+        let shown_from = free_from.max(anchor);
+        if shown_from < free_to || (last && free_from <= deadline && shown_from <= free_to) {
+            window = Some((shown_from, free_to));
+        }
+        wait_end = (last && wait > 0).then_some(free_from);
+    }
+    (window, wait_end)
 }

@@ -59,6 +59,8 @@ pub(crate) struct Hindrance {
     pub(crate) fault: String,
     /// The processes it acts on; `None`: every client.
     pub(crate) on: Option<Vec<String>>,
+    /// When it was applied.
+    pub(crate) since: u64,
     /// When it ended; `None`: still in effect.
     pub(crate) until: Option<u64>,
 }
@@ -343,6 +345,7 @@ impl<'a> Timeline<'a> {
                 all.push(Hindrance {
                     fault: f.action.to_string(),
                     on,
+                    since: e.t_ms,
                     until: None,
                 });
             }
@@ -634,6 +637,76 @@ expect:
         // The same renewal seen while it was valid is leadership.
         let v = judge(&s, &events(lease(81_000, 80_800)));
         assert!(v[0].held, "{}", v[0].message);
+    }
+
+    /// Found by the real tier (the same give-up pods): the cut-off leader's held renewal reached
+    /// the API server at the heal, the deadline; the record changed then, so every candidate was
+    /// "still waiting out the lease" at the deadline. But the replica not cut off had seen the
+    /// record stand unchanged for a full lease duration from 1m34.5s: it was free to take the
+    /// Lease for 15 s and did not. The message says so, and keeps the cut-off one waiting.
+    #[test]
+    fn a_candidate_free_for_a_while_before_a_late_change_is_not_waiting() {
+        let yaml = "name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+faults: [{at: 80s, id: cut, for: 30s, partition: [agent/op/leader, api-server]}]
+expect:
+  - leader-reacquired: {lease: ops/op, within: 30s, after: cut}
+";
+        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let mut events = candidate_op_1();
+        events.extend([
+            at(
+                0,
+                EventKind::CandidatePod {
+                    agent: "op".into(),
+                    pod: "ops/op-2".into(),
+                    process: "op-2".into(),
+                },
+            ),
+            at(
+                0,
+                EventKind::ProcessStarted {
+                    process: "op-2".into(),
+                    incarnation: 1,
+                },
+            ),
+            lease_seen(79_500, "op-1_a", 79_500),
+            at(
+                80_100,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: Some("cut".into()),
+                    action: "partition: [agent/op/leader, api-server]".into(),
+                    undo: false,
+                    detail: "op-1 <-> api-server".into(),
+                },
+            ),
+            lease_seen(110_100, "op-1_a", 81_500),
+            at(
+                110_100,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: Some("cut".into()),
+                    action: "partition: [agent/op/leader, api-server]".into(),
+                    undo: true,
+                    detail: "op-1 <-> api-server".into(),
+                },
+            ),
+            at(140_000, EventKind::RunEnded {}),
+        ]);
+        let v = judge(&s, &events);
+        assert!(!v[0].held, "{}", v[0].message);
+        let m = &v[0].message;
+        assert!(
+            m.contains("op-2 (from 1m34.5s to 1m50.1s) was free to take it but not trying"),
+            "{m}"
+        );
+        assert!(
+            m.contains("op-1 (until 2m05.1s) was still waiting out the lease"),
+            "{m}"
+        );
+        assert!(!m.contains("op-2 (until"), "{m}");
     }
 
     /// A violation says only what the timeline shows: a fault still in effect, a candidate
