@@ -553,7 +553,7 @@ pub(crate) struct ScenarioArgs {
     /// Keep the run directory of a local run (certificates, kubeconfigs, logs, etcd data).
     #[arg(long)]
     pub(crate) keep: bool,
-    /// Virtual milliseconds per simulation step (sim; default: the file's `sim.step`, else 20).
+    /// Virtual milliseconds per simulation step (sim; default: the file's `sim.step`, else 10).
     #[arg(long, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub(crate) tick_ms: Option<u64>,
     /// Print the plan (each step, how it is carried out, what undoes it) and touch nothing.

@@ -170,21 +170,29 @@ fn api_servers_and_etcd_members_fail_and_recover_on_the_sim() {
             &[
                 "cluster: 2 nodes, api-server ×3, etcd ×3",
                 "[api-server-0 <-> etcd-0, api-server-0 <-> etcd-1, api-server-0 <-> etcd-2]",
-                // The leaders were behind api-server-0; replicas behind the others took over.
+                // As written (seed 4) the leaders are behind api-server-0; replicas behind the
+                // others take over.
                 "kube-scheduler-0: exited: leaderelection lost",
+                "kube-controller-manager-0: exited: leaderelection lost",
                 "kube-system/kube-scheduler: held by kube-scheduler-",
                 "5 held, 0 violated",
             ],
         ),
     ] {
+        let mut a = kubechaos()
+            .args(["scenario", &fixture(file)])
+            .assert()
+            .code(0);
+        for e in expected {
+            a = a.stdout(predicate::str::contains(*e));
+        }
+        // Whoever leads at other seeds, every invariant holds.
         for seed in ["1", "2", "3"] {
-            let mut a = kubechaos()
+            kubechaos()
                 .args(["scenario", &fixture(file), "--seed", seed])
                 .assert()
-                .code(0);
-            for e in expected {
-                a = a.stdout(predicate::str::contains(*e));
-            }
+                .code(0)
+                .stdout(predicate::str::contains(" 0 violated"));
         }
     }
     for (file, expected) in [
@@ -260,17 +268,61 @@ fn bad_topologies_and_their_targets_are_refused() {
     }
 }
 
+/// The sim and the local control plane once disagreed on how soon a waiting scheduler takes
+/// the Lease after an API-server outage: at once when its last read before the outage saw the
+/// leader's last renewal, a full lease duration after its first read otherwise. On the local
+/// control plane the quick takeover came in 1 of 9 runs; on the sim in 20 of 40 seeds, until its
+/// time zero, the components' start-up and the renew period were made as upstream's (see
+/// docs/benchmarks.md). Pinned here: across 20 seeds the quick takeover is the exception, and
+/// both outcomes happen.
+#[test]
+fn the_quick_takeover_after_an_outage_is_the_exception() {
+    let mut quick = 0;
+    let mut slow = 0;
+    for seed in 1..=20 {
+        let out = kubechaos()
+            .args([
+                "scenario",
+                &fixture("takeover-after-outage.yaml"),
+                "--seed",
+                &seed.to_string(),
+                "--json",
+                "-",
+            ])
+            .output()
+            .unwrap();
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let took = summary["scenarios"][0]["invariants"][0]["took_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("seed {seed}: not re-acquired: {summary}"));
+        if took < 5_000 {
+            quick += 1;
+        } else {
+            assert!(
+                took > 15_000,
+                "seed {seed}: {took} ms, neither at once nor after a lease duration"
+            );
+            slow += 1;
+        }
+    }
+    assert!(
+        quick >= 1 && quick * 4 <= quick + slow,
+        "{quick} quick, {slow} after a lease duration"
+    );
+}
+
 /// Fidelity, measured: the figures `ci/fidelity` recorded (docs/fidelity.json) are the sim's
-/// figures now, seed by seed (the table is current: a model change that moves them must measure
-/// again, `ci/fidelity --sim-only`), and the sim's median is within 2 s of the local control
-/// plane's, or the row says why not. Every shipped scenario has its rows.
+/// figures now, at the first three of its seeds (the table is current: a model change that moves
+/// them must measure again, `ci/fidelity --sim-only`), and the sim's median (over all its seeds)
+/// is within 2 s of the local control plane's, or the row says why not. Every shipped scenario
+/// has its rows.
 #[test]
 fn the_sim_agrees_with_the_measured_local_figures() {
     let text = std::fs::read_to_string(repo().join("docs/fidelity.json"))
         .expect("docs/fidelity.json: run ci/fidelity");
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     let tolerance = doc["tolerance_ms"].as_u64().unwrap();
-    let runs = doc["runs"].as_u64().unwrap();
+    let replayed = doc["sim_seeds"].as_u64().unwrap().min(3);
     let rows = doc["rows"].as_array().unwrap();
     let mut scenarios: Vec<String> = rows
         .iter()
@@ -295,7 +347,7 @@ fn the_sim_agrees_with_the_measured_local_figures() {
     for scenario in &scenarios {
         // Each invariant's figure (by its position in `expect:`) at seeds 1 to `runs`, now.
         let mut now: std::collections::BTreeMap<u64, Vec<Option<u64>>> = Default::default();
-        for seed in 1..=runs {
+        for seed in 1..=replayed {
             let out = kubechaos()
                 .args([
                     "scenario",
@@ -326,6 +378,7 @@ fn the_sim_agrees_with_the_measured_local_figures() {
                 .as_array()
                 .unwrap()
                 .iter()
+                .take(replayed as usize)
                 .map(|m| m.as_u64())
                 .collect();
             assert_eq!(
@@ -389,7 +442,7 @@ fn a_violation_exits_1_names_the_lease_and_prints_the_replay_command() {
         .stdout(predicate::str::contains("FAIL  schedulable: probe pod kubechaos/probe-0"))
         .stdout(predicate::str::contains("never bound to a node"))
         .stdout(predicate::str::contains(
-            "lease kube-system/kube-scheduler was not re-acquired within 1m of the anchor at 20.0s (deadline 1m20.0s): last holder kube-scheduler-0_1 (process not running)",
+            "lease kube-system/kube-scheduler was not re-acquired within 1m of the anchor at 20.0s (deadline 1m20.0s): last holder kube-scheduler-",
         ))
         .stdout(predicate::str::contains("no candidate was running"))
         .stdout(predicate::str::contains("replay: kubechaos scenario harness/tests/fixtures/never-schedulable.yaml --seed 5"));

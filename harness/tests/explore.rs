@@ -70,7 +70,7 @@ fn a_give_up_agent_is_found_shrunk_and_written_as_a_scenario_that_replays_it() {
     );
     // Confirmed at the default step before it was written, and how robust it is said.
     assert!(
-        text.contains("# It fails at the default step (20ms), at "),
+        text.contains("# It fails at the default step (10ms), at "),
         "{text}"
     );
     assert!(text.contains(" of 10 seeds (3–12)."), "{text}");

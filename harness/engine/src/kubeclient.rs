@@ -179,6 +179,42 @@ pub(crate) async fn lease_holder(
         .filter(|h| !h.is_empty()))
 }
 
+/// How often a starting cluster is checked for readiness. Time zero of a run is the first
+/// check that finds it ready, on every backend, so the components' renew cycles stand in the same
+/// relation to the scenario's times on the sim as on a real control plane.
+pub(crate) const READY_POLL: Duration = Duration::from_millis(250);
+
+/// What keeps a starting cluster from being ready: each of `leases` held, `nodes` fake nodes
+/// (`node-0` …) Ready and schedulable. Empty: ready.
+pub(crate) async fn not_ready(
+    client: &kube::Client,
+    leases: &[LeaseRef],
+    nodes: u32,
+) -> Vec<String> {
+    let mut missing = Vec::new();
+    for lease in leases {
+        if !lease_holder(client, lease).await.is_ok_and(|h| h.is_some()) {
+            missing.push(format!("lease {lease} not held"));
+        }
+    }
+    let listed = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    for i in 0..nodes {
+        let name = kubechaos_core::scenario::validate::process_name("node", i);
+        let ok = listed
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+            .is_some_and(schedulable);
+        if !ok {
+            missing.push(format!("{name} not Ready and schedulable"));
+        }
+    }
+    missing
+}
+
 /// Whether a node's Ready condition is True.
 pub(crate) fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
     n.status

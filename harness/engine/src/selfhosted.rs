@@ -135,6 +135,14 @@ pub enum BootstrapError {
         /// What was missing when the time was up (each with its cause).
         missing: Vec<String>,
     },
+    /// Not every Lease was held and every node Ready in time (the simulated cluster).
+    #[error("the cluster was not ready after {}s: {}", limit.as_secs(), missing.join(", "))]
+    NotReady {
+        /// How long it was given.
+        limit: Duration,
+        /// What was missing when the time was up.
+        missing: Vec<String>,
+    },
 }
 
 /// Bring up the self-hosted components through a temporary control plane, then hand over (see

@@ -388,7 +388,7 @@ impl Decoder {
                     Some(v) => {
                         let d = self.positive(v, "`sim.step`")?;
                         if d.subsec_nanos() % 1_000_000 != 0 || d > Duration::from_secs(1) {
-                            self.problem(v.pos, format!("`sim.step` is {}; expected whole milliseconds from 1ms to 1s, like 20ms (the default) or 100ms", duration::human(d)));
+                            self.problem(v.pos, format!("`sim.step` is {}; expected whole milliseconds from 1ms to 1s, like 10ms (the default) or 100ms", duration::human(d)));
                             return None;
                         }
                         Some(d)

@@ -55,7 +55,7 @@ pub struct Scenario {
 pub struct SimSettings {
     /// The seed (default 1).
     pub seed: Option<u64>,
-    /// Virtual time per simulation step (default 20ms).
+    /// Virtual time per simulation step (default 10ms).
     #[schemars(with = "Option<DurationText>")]
     pub step: Option<Duration>,
 }

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, PostParams};
 use nix::sys::signal::Signal;
 use serde_json::json;
 use tokio::process::Child;
@@ -962,16 +962,10 @@ impl LocalCluster {
     async fn wait_ready(&mut self, started: Instant, pods_due: Instant) -> Result<(), LocalError> {
         loop {
             self.check_alive()?;
-            let mut missing = Vec::new();
+            let mut missing =
+                crate::kubeclient::not_ready(&self.admin, &self.spec.leases(), self.spec.nodes)
+                    .await;
             let mut podless = false;
-            for lease in self.spec.leases() {
-                let held = crate::kubeclient::lease_holder(&self.admin, &lease)
-                    .await
-                    .is_ok_and(|h| h.is_some());
-                if !held {
-                    missing.push(format!("lease {lease} not held"));
-                }
-            }
             // A pod agent needs pods of its own, whoever holds its Lease.
             for (a, _) in &self.spec.pod_agents {
                 if !self.containers.ran_any(&a.name) {
@@ -980,21 +974,6 @@ impl LocalCluster {
                         "no pod in namespace {} matching the selector of agent {} ran; expected `cluster.manifests` to make pods with those labels whose container has a `command`",
                         a.namespace, a.name
                     ));
-                }
-            }
-            let nodes = Api::<Node>::all(self.admin.clone())
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default();
-            for i in 0..self.spec.nodes {
-                let name = process_name("node", i);
-                let ok = nodes
-                    .iter()
-                    .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
-                    .is_some_and(crate::kubeclient::schedulable);
-                if !ok {
-                    missing.push(format!("{name} not Ready and schedulable"));
                 }
             }
             if missing.is_empty() {
@@ -1006,7 +985,7 @@ impl LocalCluster {
                     missing,
                 });
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(crate::kubeclient::READY_POLL).await;
         }
     }
 
