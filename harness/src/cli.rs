@@ -85,7 +85,7 @@ pub(crate) enum Command {
     /// violation to the smallest schedule that still breaks the invariant, written out as a
     /// scenario file that replays it.
     #[command(
-        after_help = "Examples:\n  kubechaos explore agent-give-up                    topologies/agent-give-up.yaml, 200 schedules\n  kubechaos explore control-plane --runs 2000 --max-faults 5 --seed 7\n  kubechaos explore my-topology.yaml --shard 2/8 --out found/   one machine of eight\n\nA topology is a scenario file: its cluster and invariants are kept, its faults generated (API-server\nstops, crashes and restarts, kills, removals, partitions with the API server, one way or both,\nleader-targeted or by replica). Case K is the same wherever it runs (its schedule comes from\n--seed and K alone), so N shards of --runs R run exactly the R cases of one exploration.\nEach violated invariant's first case is shrunk (fewer faults, shorter, earlier, simpler) and\nwritten to OUT/TOPOLOGY-HASH.yaml with the command that replays it.\nExit codes: 0 nothing violated, 1 violations found (files written), 2 bad input, 3 the\nenvironment failed."
+        after_help = "Examples:\n  kubechaos explore agent-give-up                    topologies/agent-give-up.yaml, 200 schedules\n  kubechaos explore control-plane --runs 2000 --max-faults 5 --seed 7\n  kubechaos explore my-topology.yaml --shard 2/8 --out found/   one machine of eight\n  kubechaos explore agent-give-up --confirm local     each finding replayed on a real control plane\n\nA topology is a scenario file: its cluster and invariants are kept, its faults generated (API-server\nstops, crashes and restarts, kills, removals, partitions with the API server, one way or both,\nleader-targeted or by replica). Case K is the same wherever it runs (its schedule comes from\n--seed and K alone), so N shards of --runs R run exactly the R cases of one exploration.\nEach violated invariant's first case is shrunk (fewer faults, shorter, earlier, simpler) and\nwritten to OUT/TOPOLOGY-HASH.yaml with the command that replays it.\nExit codes: 0 nothing violated, 1 violations found (files written), 2 bad input, 3 the\nenvironment failed."
     )]
     Explore(ExploreArgs),
     /// Render an events file (written by --events or --events-dir) as the HTML report, the same
@@ -592,6 +592,18 @@ pub(crate) struct ExploreArgs {
     /// Virtual milliseconds per simulation step (the written files replay with it).
     #[arg(long, default_value_t = kubechaos_engine::explore::TICK_MS, value_name = "MS", hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub(crate) tick_ms: u64,
+    /// Replay each finding on a real backend and label it confirmed there or not (simulation
+    /// finds, reality confirms): `local`, the control plane kubechaos starts on this machine
+    /// (each finding takes its scenario's duration in real time).
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub(crate) confirm: Option<ConfirmOn>,
+}
+
+/// Where `explore --confirm` replays its findings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConfirmOn {
+    /// A real control plane started on this machine from upstream binaries.
+    Local,
 }
 
 #[derive(Debug, clap::Args)]

@@ -231,3 +231,73 @@ fn the_exploration_step_keeps_every_shipped_verdict() {
         );
     }
 }
+
+/// Simulation finds, reality confirms: with `--confirm local` the give-up agent's finding is
+/// replayed on the local control plane (the real reference agent in `give-up` mode against
+/// upstream's kube-apiserver), where the same invariant fails; the report and the file say it
+/// is confirmed.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn a_finding_is_confirmed_on_the_local_control_plane() {
+    let out = tempfile::tempdir().unwrap();
+    let run = kubechaos()
+        .args(["explore", "agent-give-up"])
+        .args(BUDGET)
+        .arg("--out")
+        .arg(out.path())
+        .args(["--confirm", "local"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("CONFIRM  "), "{stdout}");
+    assert!(
+        stdout.contains("on local: confirmed: `leader-reacquired default/agent-lock` failed on the local control plane too"),
+        "{stdout}\n{stderr}"
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.contains("\n# `--confirm local`: confirmed: `leader-reacquired default/agent-lock` failed on the local control plane too.\n"),
+        "{text}"
+    );
+    // The file still plays as written.
+    common::kubechaos()
+        .args(["scenario", files[0].to_str().unwrap()])
+        .assert()
+        .code(1);
+}
+
+/// `--confirm local` on a topology the local backend cannot run is refused before anything is
+/// explored (exit 2, saying why).
+#[test]
+fn confirm_local_refuses_a_topology_local_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ha.yaml");
+    std::fs::write(
+        &file,
+        "name: ha\ncluster:\n  nodes: 1\n  etcd: {members: 3}\n  components: {kube-scheduler: {replicas: 2}}\nexpect:\n  - single-leader: {lease: kube-system/kube-scheduler}\nduration: 2m\n",
+    )
+    .unwrap();
+    kubechaos()
+        .args([
+            "explore",
+            file.to_str().unwrap(),
+            "--runs",
+            "2",
+            "--confirm",
+            "local",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("found"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--confirm local: "))
+        .stderr(predicate::str::contains("cannot run on the local backend"));
+    assert!(!dir.path().join("found").exists());
+}

@@ -721,6 +721,47 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize), SyntaxError> {
 }
 
 #[cfg(test)]
+mod confirm_tests {
+    use super::*;
+
+    /// A finding is confirmed only when its own invariant fails on the real backend; a replay
+    /// where it held is not, whatever else failed, and says what did.
+    #[test]
+    fn a_finding_is_confirmed_only_by_its_own_invariant_failing() {
+        let label = "leader-reacquired default/agent-lock";
+        let c = Confirmation::of(
+            label,
+            [("single-leader default/agent-lock", true), (label, false)],
+        );
+        assert_eq!(c, Confirmation::Confirmed);
+        assert_eq!(
+            c.describe(label, "the local control plane"),
+            "confirmed: `leader-reacquired default/agent-lock` failed on the local control plane too"
+        );
+        let c = Confirmation::of(label, [(label, true), ("schedulable", false)]);
+        assert_eq!(
+            c.describe(label, "local"),
+            "not confirmed: `leader-reacquired default/agent-lock` held on local (failed there instead: `schedulable`)"
+        );
+        let c = Confirmation::of(label, [(label, true)]);
+        assert_eq!(
+            c.describe(label, "local"),
+            "not confirmed: every invariant held on local"
+        );
+    }
+
+    #[test]
+    fn the_label_goes_after_the_replay_line() {
+        let text = "# Found by x\n# Replay: kubechaos scenario f.yaml\nname: f\n";
+        assert_eq!(
+            with_header_line(text, "`--confirm local`: confirmed."),
+            "# Found by x\n# Replay: kubechaos scenario f.yaml\n# `--confirm local`: confirmed.\nname: f\n"
+        );
+        assert_eq!(with_header_line("name: f\n", "x"), "# x\nname: f\n");
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -784,4 +825,70 @@ mod tests {
         let err = Topology::new(&s, text).unwrap_err();
         assert!(err[0].1.contains("anchored with `after:`"), "{}", err[0].1);
     }
+}
+
+/// What a replay of a finding on a real backend says of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The invariant it violates on the sim failed there too.
+    Confirmed,
+    /// It held there; `failed`: the invariants that failed instead, if any.
+    NotConfirmed {
+        /// Labels of the invariants that failed there.
+        failed: Vec<String>,
+    },
+}
+
+impl Confirmation {
+    /// Judge a replay by its verdicts (label, held): confirmed when the finding's invariant
+    /// (`label`) failed in it.
+    pub fn of<'a>(label: &str, verdicts: impl IntoIterator<Item = (&'a str, bool)>) -> Self {
+        let failed: Vec<String> = verdicts
+            .into_iter()
+            .filter(|(_, held)| !held)
+            .map(|(l, _)| l.to_owned())
+            .collect();
+        if failed.iter().any(|l| l == label) {
+            Confirmation::Confirmed
+        } else {
+            Confirmation::NotConfirmed { failed }
+        }
+    }
+
+    /// One line for the report and the file: `confirmed: ...` or `not confirmed: ...`.
+    pub fn describe(&self, label: &str, backend: &str) -> String {
+        match self {
+            Confirmation::Confirmed => {
+                format!("confirmed: `{label}` failed on {backend} too")
+            }
+            Confirmation::NotConfirmed { failed } if failed.is_empty() => {
+                format!("not confirmed: every invariant held on {backend}")
+            }
+            Confirmation::NotConfirmed { failed } => format!(
+                "not confirmed: `{label}` held on {backend} (failed there instead: {})",
+                failed
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// A finding's file with `line` added to its header, after its `# Replay:` line.
+pub fn with_header_line(text: &str, line: &str) -> String {
+    let mut out = String::with_capacity(text.len() + line.len() + 3);
+    let mut added = false;
+    for l in text.split_inclusive('\n') {
+        out.push_str(l);
+        if !added && l.starts_with("# Replay: ") {
+            out.push_str(&format!("# {line}\n"));
+            added = true;
+        }
+    }
+    if !added {
+        out = format!("# {line}\n{text}");
+    }
+    out
 }

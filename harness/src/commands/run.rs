@@ -526,6 +526,22 @@ pub fn explore(args: &ExploreArgs) -> End {
             path.display()
         ))
     })?;
+    // Findings are replayed where the topology can run: refused before the exploration.
+    let confirm = args.confirm.map(|_| {
+        kubechaos_engine::backend::local::run::Local::new(
+            kubechaos_engine::backend::local::run::LocalOptions { keep: false },
+        )
+    });
+    if let Some(local) = &confirm {
+        let problems = local.check(&s);
+        if !problems.is_empty() {
+            print_problems(&s.source.path, &problems);
+            return Err(Failure::Input(format!(
+                "kubechaos explore: --confirm local: {} cannot run on the local backend, so its findings could not be confirmed there",
+                path.display()
+            )));
+        }
+    }
     if !s.faults.is_empty() {
         println!(
             "kubechaos explore: {} has {} fault step(s); they are ignored: the faults are generated",
@@ -646,5 +662,47 @@ pub fn explore(args: &ExploreArgs) -> End {
             f.path.display()
         );
     }
+    if let Some(mut local) = confirm {
+        for f in &summary.found {
+            confirm_on(&mut local, f)?;
+        }
+    }
     Ok(Verdict::Violated)
+}
+
+/// Replay finding `f` on the local control plane and label it, in the report and in its file:
+/// confirmed when the invariant it violates on the sim fails there too.
+fn confirm_on(
+    local: &mut kubechaos_engine::backend::local::run::Local,
+    f: &kubechaos_engine::explore::Found,
+) -> End {
+    let s = scenario::load(&f.path)?;
+    println!(
+        "\nCONFIRM  {} on local ({} of real time)",
+        f.path.display(),
+        scenario::duration::human(s.run_duration())
+    );
+    let mut live = kubechaos_core::report::live::Terminal::stderr("  ");
+    let outcome = match run::run(&s, local, &mut live) {
+        Ok(o) => o,
+        Err(BackendError::Interrupted { message, .. }) => {
+            return Err(Failure::Interrupted(message))
+        }
+        Err(e) => return Err(Failure::of_run(&s.source.path, e)),
+    };
+    print!("{}", terminal::verdicts(&outcome));
+    let judged = kubechaos_engine::explore::Confirmation::of(
+        &f.label,
+        outcome.verdicts.iter().map(|v| (v.label.as_str(), v.held)),
+    );
+    let said = judged.describe(&f.label, "the local control plane");
+    println!("  on local: {said}");
+    let text = std::fs::read_to_string(&f.path).unwrap_or_default();
+    let line = format!("`--confirm local`: {said}.");
+    write_file(
+        &f.path,
+        kubechaos_engine::explore::with_header_line(&text, &line).as_bytes(),
+        "finding",
+    )?;
+    Ok(Verdict::Held)
 }
