@@ -281,7 +281,7 @@ fn confirm_local_refuses_a_topology_local_cannot_run() {
     let file = dir.path().join("ha.yaml");
     std::fs::write(
         &file,
-        "name: ha\ncluster:\n  nodes: 1\n  etcd: {members: 3}\n  components: {kube-scheduler: {replicas: 2}}\nexpect:\n  - single-leader: {lease: kube-system/kube-scheduler}\nduration: 2m\n",
+        "name: ha\ncluster:\n  nodes: 1\n  api-servers: 3\n  components: {kube-scheduler: {replicas: 2}}\nexpect:\n  - single-leader: {lease: kube-system/kube-scheduler}\nduration: 2m\n",
     )
     .unwrap();
     kubechaos()

@@ -489,3 +489,44 @@ fn a_deleted_scheduler_releases_its_lease_on_both() {
         );
     }
 }
+
+/// Several etcd members on the real control plane: two of three removed lose the quorum (nothing
+/// binds, every Lease runs out), and once they are back every component leads again, as on the
+/// sim.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn etcd_quorum_loss_agrees() {
+    let (code, text) = agree("etcd-quorum-loss");
+    assert_eq!(code, 0, "{text}");
+    for expected in [
+        "cluster: 2 nodes, etcd ×3",
+        "etcd-1: removed",
+        "etcd-2: removed",
+        "PASS  unschedulable",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+}
+
+/// The trap of a lost quorum fails on both, saying what held the Lease back.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_etcd_quorum_loss_trap_is_a_violation_on_both() {
+    trapped(
+        "trap-etcd-quorum-loss",
+        "held back by `remove: etcd/1`, still in effect",
+    );
+}
+
+/// `etcd/leader` on the real control plane is the member etcd's status API names; removing it
+/// is not an outage on either backend (the two others keep a quorum and elect another leader).
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn losing_etcds_leader_is_not_an_outage_on_both() {
+    let (code, text) = agree("harness/tests/fixtures/etcd-leader-loss.yaml");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("fault     remove: etcd/leader  [etcd-"),
+        "{text}"
+    );
+}

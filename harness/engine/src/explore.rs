@@ -720,6 +720,72 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize), SyntaxError> {
     Ok((i, n))
 }
 
+/// What a replay of a finding on a real backend says of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The invariant it violates on the sim failed there too.
+    Confirmed,
+    /// It held there; `failed`: the invariants that failed instead, if any.
+    NotConfirmed {
+        /// Labels of the invariants that failed there.
+        failed: Vec<String>,
+    },
+}
+
+impl Confirmation {
+    /// Judge a replay by its verdicts (label, held): confirmed when the finding's invariant
+    /// (`label`) failed in it.
+    pub fn of<'a>(label: &str, verdicts: impl IntoIterator<Item = (&'a str, bool)>) -> Self {
+        let failed: Vec<String> = verdicts
+            .into_iter()
+            .filter(|(_, held)| !held)
+            .map(|(l, _)| l.to_owned())
+            .collect();
+        if failed.iter().any(|l| l == label) {
+            Confirmation::Confirmed
+        } else {
+            Confirmation::NotConfirmed { failed }
+        }
+    }
+
+    /// One line for the report and the file: `confirmed: ...` or `not confirmed: ...`.
+    pub fn describe(&self, label: &str, backend: &str) -> String {
+        match self {
+            Confirmation::Confirmed => {
+                format!("confirmed: `{label}` failed on {backend} too")
+            }
+            Confirmation::NotConfirmed { failed } if failed.is_empty() => {
+                format!("not confirmed: every invariant held on {backend}")
+            }
+            Confirmation::NotConfirmed { failed } => format!(
+                "not confirmed: `{label}` held on {backend} (failed there instead: {})",
+                failed
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// A finding's file with `line` added to its header, after its `# Replay:` line.
+pub fn with_header_line(text: &str, line: &str) -> String {
+    let mut out = String::with_capacity(text.len() + line.len() + 3);
+    let mut added = false;
+    for l in text.split_inclusive('\n') {
+        out.push_str(l);
+        if !added && l.starts_with("# Replay: ") {
+            out.push_str(&format!("# {line}\n"));
+            added = true;
+        }
+    }
+    if !added {
+        out = format!("# {line}\n{text}");
+    }
+    out
+}
+
 #[cfg(test)]
 mod confirm_tests {
     use super::*;
@@ -825,70 +891,4 @@ mod tests {
         let err = Topology::new(&s, text).unwrap_err();
         assert!(err[0].1.contains("anchored with `after:`"), "{}", err[0].1);
     }
-}
-
-/// What a replay of a finding on a real backend says of it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Confirmation {
-    /// The invariant it violates on the sim failed there too.
-    Confirmed,
-    /// It held there; `failed`: the invariants that failed instead, if any.
-    NotConfirmed {
-        /// Labels of the invariants that failed there.
-        failed: Vec<String>,
-    },
-}
-
-impl Confirmation {
-    /// Judge a replay by its verdicts (label, held): confirmed when the finding's invariant
-    /// (`label`) failed in it.
-    pub fn of<'a>(label: &str, verdicts: impl IntoIterator<Item = (&'a str, bool)>) -> Self {
-        let failed: Vec<String> = verdicts
-            .into_iter()
-            .filter(|(_, held)| !held)
-            .map(|(l, _)| l.to_owned())
-            .collect();
-        if failed.iter().any(|l| l == label) {
-            Confirmation::Confirmed
-        } else {
-            Confirmation::NotConfirmed { failed }
-        }
-    }
-
-    /// One line for the report and the file: `confirmed: ...` or `not confirmed: ...`.
-    pub fn describe(&self, label: &str, backend: &str) -> String {
-        match self {
-            Confirmation::Confirmed => {
-                format!("confirmed: `{label}` failed on {backend} too")
-            }
-            Confirmation::NotConfirmed { failed } if failed.is_empty() => {
-                format!("not confirmed: every invariant held on {backend}")
-            }
-            Confirmation::NotConfirmed { failed } => format!(
-                "not confirmed: `{label}` held on {backend} (failed there instead: {})",
-                failed
-                    .iter()
-                    .map(|f| format!("`{f}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }
-    }
-}
-
-/// A finding's file with `line` added to its header, after its `# Replay:` line.
-pub fn with_header_line(text: &str, line: &str) -> String {
-    let mut out = String::with_capacity(text.len() + line.len() + 3);
-    let mut added = false;
-    for l in text.split_inclusive('\n') {
-        out.push_str(l);
-        if !added && l.starts_with("# Replay: ") {
-            out.push_str(&format!("# {line}\n"));
-            added = true;
-        }
-    }
-    if !added {
-        out = format!("# {line}\n{text}");
-    }
-    out
 }

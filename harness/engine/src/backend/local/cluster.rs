@@ -84,6 +84,8 @@ pub struct Spec {
     pub manifests: Vec<Manifest>,
     /// Serve the `api-errors` admission webhook and register it with the API server.
     pub api_errors: bool,
+    /// etcd members, one cluster (0 or 1: one member, named `etcd`).
+    pub etcd_members: u32,
 }
 
 impl AgentGroup {
@@ -182,13 +184,24 @@ impl Spec {
                 .faults
                 .iter()
                 .any(|f| matches!(f.action, kubechaos_core::scenario::Action::ApiErrors(_))),
+            etcd_members: s.cluster.etcd.members,
         }
+    }
+
+    /// The etcd members' process names (`etcd`, or `etcd-0` … when there are several), as the
+    /// scenario names them.
+    pub(crate) fn etcd_names(&self) -> Vec<String> {
+        let n = self.etcd_members.max(1);
+        (0..n)
+            .map(|i| kubechaos_core::scenario::member_name(ETCD, i, n))
+            .collect()
     }
 
     /// Every process, in start order: etcd, the API server, components (unless self-hosted: then
     /// they are pods), agents, nodes.
     pub(crate) fn processes(&self) -> Vec<String> {
-        let mut names = vec![ETCD.to_owned(), API_SERVER.to_owned()];
+        let mut names = self.etcd_names();
+        names.push(API_SERVER.to_owned());
         names.extend(self.clients().into_iter().map(|(n, _)| n));
         names
     }
@@ -229,7 +242,8 @@ impl Spec {
 /// What a process is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    Etcd,
+    /// Member index.
+    Etcd(u32),
     ApiServer,
     Component(Component),
     /// Group index and replica.
@@ -303,10 +317,10 @@ impl Drop for LocalCluster {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Ports {
-    etcd_client: u16,
-    etcd_peer: u16,
+    /// Each etcd member's client and peer ports.
+    etcd: Vec<(u16, u16)>,
     api: u16,
 }
 
@@ -421,18 +435,23 @@ impl LocalCluster {
         )?;
         std::fs::create_dir_all(dir.join("logs"))
             .map_err(LocalError::file("create", dir.join("logs")))?;
-        // Three different ports (each is free, but nothing holds them until the children bind).
+        // Different ports, two per etcd member and the API server's (each is free, but nothing
+        // holds them until the children bind).
+        let members = spec.etcd_names();
         let mut chosen: Vec<u16> = Vec::new();
-        while chosen.len() < 3 {
+        while chosen.len() < 2 * members.len() + 1 {
             let p = free_port()?;
             if !chosen.contains(&p) {
                 chosen.push(p);
             }
         }
         let ports = Ports {
-            etcd_client: chosen[0],
-            etcd_peer: chosen[1],
-            api: chosen[2],
+            etcd: chosen
+                .chunks(2)
+                .filter(|c| c.len() == 2)
+                .map(|c| (c[0], c[1]))
+                .collect(),
+            api: chosen[2 * members.len()],
         };
         let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let server = format!("https://127.0.0.1:{}", ports.api);
@@ -442,10 +461,10 @@ impl LocalCluster {
             &pki::kubeconfig(&pki, "admin", &server, CONTEXT)?,
         )?;
 
-        let mut kinds = BTreeMap::from([
-            (ETCD.to_owned(), Kind::Etcd),
-            (API_SERVER.to_owned(), Kind::ApiServer),
-        ]);
+        let mut kinds = BTreeMap::from([(API_SERVER.to_owned(), Kind::ApiServer)]);
+        for (i, m) in members.iter().enumerate() {
+            kinds.insert(m.clone(), Kind::Etcd(i as u32));
+        }
         let mut proxies = BTreeMap::new();
         let proxy = |target| async move {
             Proxy::start(target).map_err(|e| LocalError::Machine {
@@ -453,10 +472,11 @@ impl LocalCluster {
                 source: Some(e),
             })
         };
-        proxies.insert(
-            API_SERVER.to_owned(),
-            proxy(local(ports.etcd_client)).await?,
-        );
+        // The API server reaches each etcd member through a proxy of its own, keyed by the
+        // member's name: the link between them.
+        for (m, (client, _)) in members.iter().zip(&ports.etcd) {
+            proxies.insert(m.clone(), proxy(local(*client)).await?);
+        }
         for (name, kind) in spec.clients() {
             let p = proxy(local(ports.api)).await?;
             let identity = match kind {
@@ -556,7 +576,9 @@ impl LocalCluster {
             "starting etcd and kube-apiserver ({})",
             cluster.dir.display()
         ));
-        cluster.start(ETCD)?;
+        for m in cluster.spec.etcd_names() {
+            cluster.start(&m)?;
+        }
         cluster.start(API_SERVER)?;
         cluster.wait_api(started).await?;
         cluster.prepare().await?;
@@ -698,26 +720,47 @@ impl LocalCluster {
         let d = &self.dir;
         let p = &self.pki;
         let s = |p: PathBuf| p.display().to_string();
-        let ports = self.ports;
+        let ports = &self.ports;
         let kubeconfig = s(d.join(format!("{name}.kubeconfig")));
         let kind = *self
             .kinds
             .get(name)
             .ok_or_else(|| LocalError::Launch(format!("unknown process {name}")))?;
         Ok(match kind {
-            Kind::Etcd => {
-                let peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
-                let client = format!("http://127.0.0.1:{}", ports.etcd_client);
+            Kind::Etcd(i) => {
+                let (client, peer) = ports.etcd[i as usize];
+                let peer = format!("http://127.0.0.1:{peer}");
+                let client = format!("http://127.0.0.1:{client}");
+                // One member keeps the name and data directory it always had.
+                let member = |i: usize| {
+                    if ports.etcd.len() == 1 {
+                        "kubechaos".to_owned()
+                    } else {
+                        format!("{ETCD}-{i}")
+                    }
+                };
+                let initial: Vec<String> = ports
+                    .etcd
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (_, p))| format!("{}=http://127.0.0.1:{p}", member(j)))
+                    .collect();
+                let data = if ports.etcd.len() == 1 {
+                    d.join("etcd")
+                } else {
+                    d.join(format!("{ETCD}-{i}"))
+                };
                 (
                     self.bins.join("etcd"),
                     vec![
-                        "--name=kubechaos".into(),
-                        format!("--data-dir={}", s(d.join("etcd"))),
+                        format!("--name={}", member(i as usize)),
+                        format!("--data-dir={}", s(data)),
                         format!("--listen-client-urls={client}"),
                         format!("--advertise-client-urls={client}"),
                         format!("--listen-peer-urls={peer}"),
                         format!("--initial-advertise-peer-urls={peer}"),
-                        format!("--initial-cluster=kubechaos={peer}"),
+                        format!("--initial-cluster={}", initial.join(",")),
+                        "--initial-cluster-state=new".into(),
                         "--log-level=warn".into(),
                     ],
                     Vec::new(),
@@ -727,8 +770,13 @@ impl LocalCluster {
                 self.bins.join("kube-apiserver"),
                 vec![
                     format!(
-                        "--etcd-servers=http://127.0.0.1:{}",
-                        self.proxies[API_SERVER].addr.port()
+                        "--etcd-servers={}",
+                        self.spec
+                            .etcd_names()
+                            .iter()
+                            .map(|m| format!("http://127.0.0.1:{}", self.proxies[m].addr.port()))
+                            .collect::<Vec<_>>()
+                            .join(",")
                     ),
                     "--bind-address=127.0.0.1".into(),
                     format!("--secure-port={}", ports.api),
@@ -902,8 +950,22 @@ impl LocalCluster {
         pods::exited(&mut self.children, name, &log)
     }
 
-    /// The proxy of a client process (for its link to the API server), or the API server's
-    /// (for its link to etcd).
+    /// Whether `name` is an etcd member.
+    pub(crate) fn etcd_member(&self, name: &str) -> bool {
+        matches!(self.kinds.get(name), Some(Kind::Etcd(_)))
+    }
+
+    /// Each etcd member's name and client port (not its proxy's: for kubechaos's own questions).
+    pub(crate) fn etcd_clients(&self) -> Vec<(String, u16)> {
+        self.spec
+            .etcd_names()
+            .into_iter()
+            .zip(self.ports.etcd.iter().map(|(c, _)| *c))
+            .collect()
+    }
+
+    /// The proxy of a client process (for its link to the API server), or of an etcd member
+    /// (the API server's link to it).
     pub(crate) fn proxy(&self, name: &str) -> Option<&Proxy> {
         self.proxies.get(name)
     }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
 use super::error::LocalError;
-use crate::backend::driver::{Exit, World, WorldClock, API_SERVER, ETCD};
+use crate::backend::driver::{Exit, World, WorldClock, API_SERVER};
 use crate::backend::link::LinkState;
 use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::{BackendError, EnvironmentError};
@@ -227,9 +227,11 @@ impl LocalWorld {
                 self.cluster.containers.set_link(name, up, state);
             }
         };
+        // The API server's link to an etcd member is the proxy named after the member.
+        let member = |name: &str| self.cluster.etcd_member(name);
         match (from, to) {
-            (API_SERVER, ETCD) => client(API_SERVER, true),
-            (ETCD, API_SERVER) => client(API_SERVER, false),
+            (API_SERVER, m) if member(m) => client(m, true),
+            (m, API_SERVER) if member(m) => client(m, false),
             (name, API_SERVER) => client(name, true),
             (API_SERVER, name) => client(name, false),
             _ => {}
@@ -268,6 +270,26 @@ impl World for LocalWorld {
 
     fn link(&mut self, from: &str, to: &str, state: &LinkState) {
         self.set_link(from, to, state);
+    }
+
+    /// Asked of each member that answers: etcd's status (`/v3/maintenance/status`) names the
+    /// raft leader by member ID.
+    fn etcd_leader(&mut self) -> Option<String> {
+        let members = self.cluster.etcd_clients();
+        if members.len() < 2 {
+            return None;
+        }
+        let statuses: Vec<(String, Option<(String, String)>)> = members
+            .into_iter()
+            .map(|(name, port)| (name, etcd_status(port)))
+            .collect();
+        let leader = statuses
+            .iter()
+            .find_map(|(_, s)| s.as_ref().map(|(_, leader)| leader.clone()))?;
+        statuses
+            .into_iter()
+            .find(|(_, s)| s.as_ref().is_some_and(|(id, _)| *id == leader))
+            .map(|(name, _)| name)
     }
 
     fn api_errors(&mut self, active: &[(usize, ApiErrors)]) {
@@ -355,11 +377,19 @@ impl Backend for Local {
         problems.extend(crate::backend::missing_programs(s));
         problems.extend(crate::backend::pod_problems(s));
         problems.extend(read_errors(s));
-        if s.cluster.api_servers > 1 || s.cluster.etcd.members > 1 {
+        if s.cluster.api_servers > 1 {
             problems.push((s.cluster.topology_pos, format!(
-                "`cluster.api-servers: {}` and `cluster.etcd.members: {}`: the local backend starts one API server and one etcd member so far (several of each run on the sim); expected the defaults (1) on `--backend local`, or `--backend sim`",
-                s.cluster.api_servers, s.cluster.etcd.members
+                "`cluster.api-servers: {}`: the local backend starts one API server so far (several etcd members, and several API servers on the sim); expected the default (1) on `--backend local`, or `--backend sim`",
+                s.cluster.api_servers
             )));
+        }
+        use kubechaos_core::scenario::Target;
+        for step in &s.faults {
+            if let Some(link) = step.action.link() {
+                if matches!((&link.a, &link.b), (Target::Etcd(_), Target::Etcd(_))) {
+                    problems.push((step.pos, format!("`{}` between etcd members: the local backend carries only the API server's traffic to each member through a proxy, not raft's between members; expected a fault between the API server and etcd (`partition: [api-server, etcd/1]`) or on members (`remove: etcd/1`)", step.action)));
+                }
+            }
         }
         problems
     }
@@ -490,6 +520,30 @@ impl Backend for Local {
             }
         ))
     }
+}
+
+/// A member's ID and its raft leader's, from etcd's JSON gateway on its client `port`
+/// (`POST /v3/maintenance/status`); `None` when it does not answer within a second or knows no
+/// leader.
+fn etcd_status(port: u16) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    let request = format!(
+        "POST /v3/maintenance/status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    );
+    conn.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).ok()?;
+    let body = answer.split_once("\r\n\r\n")?.1;
+    // A chunked answer carries its JSON between size lines; the object is what is between the
+    // first `{` and the last `}`.
+    let json = &body[body.find('{')?..=body.rfind('}')?];
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let id = v.pointer("/header/member_id")?.as_str()?.to_owned();
+    let leader = v.get("leader")?.as_str()?.to_owned();
+    (leader != "0").then_some((id, leader))
 }
 
 #[cfg(test)]
