@@ -17,7 +17,7 @@ pub(super) fn judge(
     until: u64,
 ) -> (bool, String) {
     let for_ = i.for_;
-    let Some((_, pod)) = tl.probe_pod(index) else {
+    let Some((created, pod)) = tl.probe_pod(index) else {
         return (
             false,
             format!(
@@ -26,7 +26,19 @@ pub(super) fn judge(
             ),
         );
     };
-    match tl.bound(&pod) {
+    // Created well after the anchor: the API server did not accept it until then (the observer tries
+    // again every second), which is part of the outage; said, so that "stayed unbound" is not
+    // read as a pod that waited the whole time.
+    let pod = if created > anchor + 1_000 {
+        format!(
+            "{pod} (created at {}: not accepted by the API server until then)",
+            fmt_ms(created)
+        )
+    } else {
+        pod
+    };
+    let name = pod.split(' ').next().unwrap_or_default().to_owned();
+    match tl.bound(&name) {
         Some((t, node)) if t < until => (
             false,
             format!("probe pod {pod} was bound to {node} at {}, {} after the anchor at {}; expected it to stay unbound for {} (the outage did not happen)", fmt_ms(t), human(std::time::Duration::from_millis(t.saturating_sub(anchor))), fmt_ms(anchor), human(for_)),
