@@ -281,24 +281,29 @@ fn bad_topologies_and_their_targets_are_refused() {
 /// control plane the quick takeover came in 1 of 9 runs; on the sim in 20 of 40 seeds, until its
 /// time zero, the components' start-up and the renew period were made as upstream's (see
 /// docs/benchmarks.md). Pinned here: across 20 seeds the quick takeover is the exception, and
+/// The JSON summary of `scenario` played on the sim at `seed`.
+fn summary_at(scenario: &str, seed: u64) -> serde_json::Value {
+    let out = kubechaos()
+        .args([
+            "scenario",
+            scenario,
+            "--seed",
+            &seed.to_string(),
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// both outcomes happen.
 #[test]
 fn the_quick_takeover_after_an_outage_is_the_exception() {
     let mut quick = 0;
     let mut slow = 0;
     for seed in 1..=20 {
-        let out = kubechaos()
-            .args([
-                "scenario",
-                &fixture("takeover-after-outage.yaml"),
-                "--seed",
-                &seed.to_string(),
-                "--json",
-                "-",
-            ])
-            .output()
-            .unwrap();
-        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let summary = summary_at(&fixture("takeover-after-outage.yaml"), seed);
         let took = summary["scenarios"][0]["invariants"][0]["took_ms"]
             .as_u64()
             .unwrap_or_else(|| panic!("seed {seed}: not re-acquired: {summary}"));
@@ -352,21 +357,10 @@ fn the_sim_agrees_with_the_measured_local_figures() {
         "every shipped scenario is measured: run ci/fidelity"
     );
     for scenario in &scenarios {
-        // Each invariant's figure (by its position in `expect:`) at seeds 1 to `runs`, now.
+        // Each invariant's figure (by its position in `expect:`) at seeds 1 to `replayed`, now.
         let mut now: std::collections::BTreeMap<u64, Vec<Option<u64>>> = Default::default();
         for seed in 1..=replayed {
-            let out = kubechaos()
-                .args([
-                    "scenario",
-                    scenario,
-                    "--seed",
-                    &seed.to_string(),
-                    "--json",
-                    "-",
-                ])
-                .output()
-                .unwrap();
-            let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let summary = summary_at(scenario, seed);
             for (index, i) in summary["scenarios"][0]["invariants"]
                 .as_array()
                 .unwrap()
