@@ -281,7 +281,8 @@ fn confirm_local_refuses_a_topology_local_cannot_run() {
     let file = dir.path().join("ha.yaml");
     std::fs::write(
         &file,
-        "name: ha\ncluster:\n  nodes: 1\n  api-servers: 3\n  components: {kube-scheduler: {replicas: 2}}\nexpect:\n  - single-leader: {lease: kube-system/kube-scheduler}\nduration: 2m\n",
+        // Read errors: the local backend fails requests through admission, which sees writes only.
+        "name: ha\ncluster:\n  nodes: 1\n  components: {kube-scheduler: {replicas: 2}}\nfaults:\n  - {at: 5s, for: 10s, api-errors: {status: 500, ratio: 0.5, verbs: [get], resources: [leases]}}\nexpect:\n  - single-leader: {lease: kube-system/kube-scheduler}\nduration: 2m\n",
     )
     .unwrap();
     kubechaos()
@@ -298,6 +299,7 @@ fn confirm_local_refuses_a_topology_local_cannot_run() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--confirm local: "))
+        .stderr(predicate::str::contains("ha.yaml:6:5: `api-errors` on get"))
         .stderr(predicate::str::contains("cannot run on the local backend"));
     assert!(!dir.path().join("found").exists());
 }

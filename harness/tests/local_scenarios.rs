@@ -518,6 +518,35 @@ fn the_etcd_quorum_loss_trap_is_a_violation_on_both() {
     );
 }
 
+/// Several API servers on the real control plane, behind per-client balancers as on the sim:
+/// one of three cut off from etcd takes the Leases of the leaders whose connections land on it
+/// (which replica leads is decided by the start-up, so the cut may miss them), the others lead
+/// on, never two at once, and pods schedule; the same verdicts as the sim's.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn api_server_cut_from_etcd_agrees() {
+    let (code, text) = agree("api-server-cut-from-etcd");
+    assert_eq!(code, 0, "{text}");
+    for expected in [
+        "cluster: 2 nodes, api-server ×3, etcd ×3",
+        "[api-server-0 <-> etcd-0, api-server-0 <-> etcd-1, api-server-0 <-> etcd-2]",
+        "5 held, 0 violated",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+}
+
+/// The trap of the cut: one scheduler, replica 0, whose connection lands on the API server cut
+/// off from etcd, loses its Lease and cannot take it back while the cut lasts, on both.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_api_server_cut_trap_is_a_violation_on_both() {
+    trapped(
+        "trap-api-server-cut-from-etcd",
+        "kube-scheduler-0 was held back by `partition: [api-server/0, etcd]`, still in effect",
+    );
+}
+
 /// `etcd/leader` on the real control plane is the member etcd's status API names; removing it
 /// is not an outage on either backend (the two others keep a quorum and elect another leader).
 #[test]

@@ -152,6 +152,21 @@ impl Means {
     }
 }
 
+/// Which of `n` API servers behind one address a client named `client` lands on first, on every
+/// backend that runs several (the sim's balancer, the local proxies): replica N of a group
+/// (`kube-scheduler-1`, `node-1`: the number its name ends with) lands on API server N modulo
+/// their count, as a TCP load balancer spreads long-lived connections; a name without a number
+/// lands on the first. A client whose API server does not take the connection moves to the
+/// next.
+pub(crate) fn landing(client: &str, n: usize) -> usize {
+    client
+        .rsplit('-')
+        .next()
+        .and_then(|i| i.parse::<usize>().ok())
+        .unwrap_or(0)
+        % n.max(1)
+}
+
 /// `from A to B (one way)` or `between A and B (both ways)`.
 fn link_words(p: &kubechaos_core::scenario::Partition) -> String {
     if p.oneway {

@@ -86,6 +86,8 @@ pub struct Spec {
     pub api_errors: bool,
     /// etcd members, one cluster (0 or 1: one member, named `etcd`).
     pub etcd_members: u32,
+    /// API servers behind one address (0 or 1: one, named `api-server`).
+    pub api_servers: u32,
 }
 
 impl AgentGroup {
@@ -185,7 +187,17 @@ impl Spec {
                 .iter()
                 .any(|f| matches!(f.action, kubechaos_core::scenario::Action::ApiErrors(_))),
             etcd_members: s.cluster.etcd.members,
+            api_servers: s.cluster.api_servers,
         }
+    }
+
+    /// The API servers' process names (`api-server`, or `api-server-0` … when there are
+    /// several), as the scenario names them.
+    pub(crate) fn api_server_names(&self) -> Vec<String> {
+        let n = self.api_servers.max(1);
+        (0..n)
+            .map(|i| kubechaos_core::scenario::member_name(API_SERVER, i, n))
+            .collect()
     }
 
     /// The etcd members' process names (`etcd`, or `etcd-0` … when there are several), as the
@@ -197,11 +209,11 @@ impl Spec {
             .collect()
     }
 
-    /// Every process, in start order: etcd, the API server, components (unless self-hosted: then
-    /// they are pods), agents, nodes.
+    /// Every process, in start order: etcd, the API servers, components (unless self-hosted:
+    /// then they are pods), agents, nodes.
     pub(crate) fn processes(&self) -> Vec<String> {
         let mut names = self.etcd_names();
-        names.push(API_SERVER.to_owned());
+        names.extend(self.api_server_names());
         names.extend(self.clients().into_iter().map(|(n, _)| n));
         names
     }
@@ -244,7 +256,8 @@ impl Spec {
 enum Kind {
     /// Member index.
     Etcd(u32),
-    ApiServer,
+    /// Index among the API servers.
+    ApiServer(u32),
     Component(Component),
     /// Group index and replica.
     Agent(usize, u32),
@@ -278,10 +291,13 @@ pub struct LocalCluster {
     tempdir: Option<tempfile::TempDir>,
     /// The run directory.
     pub dir: PathBuf,
-    /// kubeconfig of the admin identity (for kubectl and the harness), straight to the API server.
+    /// kubeconfig of the admin identity (for kubectl and the harness): straight to the API
+    /// server, or with several to the admin's balancer.
     pub admin_kubeconfig: PathBuf,
-    /// A client as admin, straight to the API server.
+    /// A client as admin, through the same way.
     pub(crate) admin: kube::Client,
+    /// A client as admin straight to each API server, for its readiness.
+    direct: Vec<kube::Client>,
     spec: Spec,
     bins: PathBuf,
     agent_exe: PathBuf,
@@ -289,8 +305,13 @@ pub struct LocalCluster {
     ports: Ports,
     advertise: IpAddr,
     kinds: BTreeMap<String, Kind>,
-    /// Each client's link to the API server, and the API server's link to etcd (key `api-server`).
+    /// Each client's links to the API servers (one proxy that balances among them).
     proxies: BTreeMap<String, Proxy>,
+    /// Each API server's link to each etcd member: (API server, member).
+    etcd_links: BTreeMap<(String, String), Proxy>,
+    /// With several API servers: the admin's (kubectl's, the observer's) balancer, which sends a
+    /// new connection to a ready API server, and the health check that keeps its view.
+    balancer: Option<(Proxy, tokio::task::JoinHandle<()>)>,
     hooks: Arc<dyn Hooks>,
     children: BTreeMap<String, Child>,
     /// Signalled to stop, not yet reaped.
@@ -310,6 +331,9 @@ impl Drop for LocalCluster {
         for task in self.nodes.values() {
             task.abort();
         }
+        if let Some((_, health)) = &self.balancer {
+            health.abort();
+        }
         self.containers.kill_all();
         for child in self.children.values().chain(self.stopping.values()) {
             signal_group(child, Signal::SIGKILL);
@@ -321,7 +345,8 @@ impl Drop for LocalCluster {
 struct Ports {
     /// Each etcd member's client and peer ports.
     etcd: Vec<(u16, u16)>,
-    api: u16,
+    /// Each API server's port.
+    api: Vec<u16>,
 }
 
 /// A port on 127.0.0.1 that nothing listens on, for a child to bind a moment later. It is taken
@@ -435,50 +460,75 @@ impl LocalCluster {
         )?;
         std::fs::create_dir_all(dir.join("logs"))
             .map_err(LocalError::file("create", dir.join("logs")))?;
-        // Different ports, two per etcd member and the API server's (each is free, but nothing
+        // Different ports, two per etcd member and one per API server (each is free, but nothing
         // holds them until the children bind).
         let members = spec.etcd_names();
+        let apis = spec.api_server_names();
         let mut chosen: Vec<u16> = Vec::new();
-        while chosen.len() < 2 * members.len() + 1 {
+        while chosen.len() < 2 * members.len() + apis.len() {
             let p = free_port()?;
             if !chosen.contains(&p) {
                 chosen.push(p);
             }
         }
         let ports = Ports {
-            etcd: chosen
+            etcd: chosen[..2 * members.len()]
                 .chunks(2)
-                .filter(|c| c.len() == 2)
                 .map(|c| (c[0], c[1]))
                 .collect(),
-            api: chosen[2 * members.len()],
+            api: chosen[2 * members.len()..].to_vec(),
         };
         let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
-        let server = format!("https://127.0.0.1:{}", ports.api);
+        let api_addrs: Vec<SocketAddr> = ports.api.iter().map(|p| local(*p)).collect();
+        let proxy_error = |e| LocalError::Machine {
+            what: "cannot start a proxy on 127.0.0.1".to_owned(),
+            source: Some(e),
+        };
+        // Several API servers: kubectl and the observer (not part of the system under test)
+        // reach them through a balancer that sends each new connection to one that is ready
+        // (`/readyz`, which fails when it cannot reach etcd), as a load balancer with health
+        // checks does, and resets the connections to one that stops being ready.
+        let balancer = if apis.len() > 1 {
+            let health: Arc<Vec<std::sync::atomic::AtomicBool>> =
+                Arc::new(apis.iter().map(|_| true.into()).collect());
+            let p =
+                Proxy::balance(api_addrs.clone(), 0, Some(health.clone())).map_err(proxy_error)?;
+            Some((p, health))
+        } else {
+            None
+        };
+        let server = match &balancer {
+            Some((p, _)) => format!("https://127.0.0.1:{}", p.addr.port()),
+            None => format!("https://127.0.0.1:{}", ports.api[0]),
+        };
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         write_file(
             &admin_kubeconfig,
             &pki::kubeconfig(&pki, "admin", &server, CONTEXT)?,
         )?;
 
-        let mut kinds = BTreeMap::from([(API_SERVER.to_owned(), Kind::ApiServer)]);
+        let mut kinds = BTreeMap::new();
+        for (i, a) in apis.iter().enumerate() {
+            kinds.insert(a.clone(), Kind::ApiServer(i as u32));
+        }
         for (i, m) in members.iter().enumerate() {
             kinds.insert(m.clone(), Kind::Etcd(i as u32));
         }
         let mut proxies = BTreeMap::new();
-        let proxy = |target| async move {
-            Proxy::start(target).map_err(|e| LocalError::Machine {
-                what: "cannot start a proxy on 127.0.0.1".to_owned(),
-                source: Some(e),
-            })
-        };
-        // The API server reaches each etcd member through a proxy of its own, keyed by the
-        // member's name: the link between them.
-        for (m, (client, _)) in members.iter().zip(&ports.etcd) {
-            proxies.insert(m.clone(), proxy(local(*client)).await?);
+        // Each API server reaches each etcd member through a proxy of its own: the link
+        // between them.
+        let mut etcd_links = BTreeMap::new();
+        for a in &apis {
+            for (m, (client, _)) in members.iter().zip(&ports.etcd) {
+                etcd_links.insert(
+                    (a.clone(), m.clone()),
+                    Proxy::start(local(*client)).map_err(proxy_error)?,
+                );
+            }
         }
         for (name, kind) in spec.clients() {
-            let p = proxy(local(ports.api)).await?;
+            let first = crate::backend::landing(&name, api_addrs.len());
+            let p = Proxy::balance(api_addrs.clone(), first, None).map_err(proxy_error)?;
             let identity = match kind {
                 Kind::Component(c) => c.name(),
                 _ => "admin",
@@ -525,6 +575,17 @@ impl LocalCluster {
             &serde_json::to_string_pretty(&record).expect("record"),
         )?;
         let admin = client_for(&admin_kubeconfig, None).await?;
+        let mut direct = Vec::new();
+        for (a, port) in apis.iter().zip(&ports.api) {
+            if balancer.is_none() {
+                direct.push(admin.clone());
+                break;
+            }
+            let path = dir.join(format!("admin-{a}.kubeconfig"));
+            let url = format!("https://127.0.0.1:{port}");
+            write_file(&path, &pki::kubeconfig(&pki, "admin", &url, CONTEXT)?)?;
+            direct.push(client_for(&path, Some(HEALTH_TIMEOUT)).await?);
+        }
         let kubelet = super::kubelet::Kubelet::start(&dir)?;
         let webhook = if spec.api_errors {
             Some(super::webhook::Webhook::start()?)
@@ -536,7 +597,7 @@ impl LocalCluster {
             dir.clone(),
             hooks.clone(),
             PodEnvironment {
-                api: Some(local(ports.api)),
+                apis: api_addrs.clone(),
                 ca: pki.cert("ca"),
                 kubechaos: agent_exe.clone(),
                 agents: spec.pod_agents.iter().map(|(a, _)| a.clone()).collect(),
@@ -554,6 +615,7 @@ impl LocalCluster {
             dir,
             admin_kubeconfig,
             admin,
+            direct,
             spec: spec.clone(),
             bins,
             agent_exe,
@@ -562,6 +624,8 @@ impl LocalCluster {
             advertise,
             kinds,
             proxies,
+            etcd_links,
+            balancer: None,
             hooks,
             children: BTreeMap::new(),
             stopping: BTreeMap::new(),
@@ -579,8 +643,14 @@ impl LocalCluster {
         for m in cluster.spec.etcd_names() {
             cluster.start(&m)?;
         }
-        cluster.start(API_SERVER)?;
+        for a in &apis {
+            cluster.start(a)?;
+        }
         cluster.wait_api(started).await?;
+        if let Some((p, health)) = balancer {
+            let check = health_check(cluster.direct.clone(), health, p.links.clone());
+            cluster.balancer = Some((p, tokio::spawn(check)));
+        }
         cluster.prepare().await?;
         say(&format!(
             "API ready after {:.1}s; starting {}{} agent(s) and {} fake node(s)",
@@ -766,20 +836,22 @@ impl LocalCluster {
                     Vec::new(),
                 )
             }
-            Kind::ApiServer => (
-                self.bins.join("kube-apiserver"),
-                vec![
+            Kind::ApiServer(i) => {
+                let mut args = vec![
                     format!(
                         "--etcd-servers={}",
                         self.spec
                             .etcd_names()
-                            .iter()
-                            .map(|m| format!("http://127.0.0.1:{}", self.proxies[m].addr.port()))
+                            .into_iter()
+                            .map(|m| {
+                                let link = &self.etcd_links[&(name.to_owned(), m)];
+                                format!("http://127.0.0.1:{}", link.addr.port())
+                            })
                             .collect::<Vec<_>>()
                             .join(",")
                     ),
                     "--bind-address=127.0.0.1".into(),
-                    format!("--secure-port={}", ports.api),
+                    format!("--secure-port={}", ports.api[i as usize]),
                     format!("--advertise-address={}", self.advertise),
                     format!("--tls-cert-file={}", s(p.cert("apiserver"))),
                     format!("--tls-private-key-file={}", s(p.key("apiserver"))),
@@ -797,9 +869,16 @@ impl LocalCluster {
                     "--allow-privileged=true".into(),
                     "--profiling=false".into(),
                     "--v=1".into(),
-                ],
-                Vec::new(),
-            ),
+                ];
+                if ports.api.len() > 1 {
+                    // Every API server advertises this machine's one address, each with its own
+                    // port: the default (`lease`) reconciler of the `kubernetes` Service's
+                    // endpoints would have them rewrite its port in turn. Nothing here reaches
+                    // the API through that Service (pods are given their proxy's address).
+                    args.push("--endpoint-reconciler-type=none".into());
+                }
+                (self.bins.join("kube-apiserver"), args, Vec::new())
+            }
             Kind::Component(c) => {
                 let mut args = vec![
                     format!("--kubeconfig={kubeconfig}"),
@@ -964,10 +1043,22 @@ impl LocalCluster {
             .collect()
     }
 
-    /// The proxy of a client process (for its link to the API server), or of an etcd member
-    /// (the API server's link to it).
+    /// The proxy of a client process: its links to the API servers.
     pub(crate) fn proxy(&self, name: &str) -> Option<&Proxy> {
         self.proxies.get(name)
+    }
+
+    /// The proxy on API server `api`'s link to etcd member `member`.
+    pub(crate) fn etcd_link(&self, api: &str, member: &str) -> Option<&Proxy> {
+        self.etcd_links.get(&(api.to_owned(), member.to_owned()))
+    }
+
+    /// The index of API server `name` (`api-server`, `api-server-1`), if it is one.
+    pub(crate) fn api_server(&self, name: &str) -> Option<usize> {
+        match self.kinds.get(name) {
+            Some(Kind::ApiServer(i)) => Some(*i as usize),
+            _ => None,
+        }
     }
 
     /// The last lines of a process's log, for error messages.
@@ -1007,21 +1098,26 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Wait until every API server is ready.
     async fn wait_api(&mut self, started: Instant) -> Result<(), LocalError> {
+        let names = self.spec.api_server_names();
+        let mut waiting: Vec<usize> = (0..names.len()).collect();
         loop {
             self.check_alive()?;
-            let req = http::Request::get("/readyz")
-                .body(Vec::new())
-                .expect("request");
-            if let Ok(text) = self.admin.request_text(req).await {
-                if text.trim() == "ok" {
-                    return Ok(());
+            let mut still = Vec::new();
+            for i in waiting {
+                if !ready(&self.direct[i]).await {
+                    still.push(i);
                 }
+            }
+            waiting = still;
+            if waiting.is_empty() {
+                return Ok(());
             }
             if started.elapsed() > READY_TIMEOUT {
                 return Err(LocalError::ApiNotReady {
                     waited: READY_TIMEOUT,
-                    log_tail: self.log_tail(API_SERVER, 8),
+                    log_tail: self.log_tail(&names[waiting[0]], 8),
                 });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1067,6 +1163,9 @@ impl LocalCluster {
         for (_, task) in std::mem::take(&mut self.nodes) {
             task.abort();
         }
+        if let Some((_, health)) = &self.balancer {
+            health.abort();
+        }
         let mut children: Vec<Child> = std::mem::take(&mut self.children)
             .into_values()
             .chain(std::mem::take(&mut self.stopping).into_values())
@@ -1095,6 +1194,8 @@ impl LocalCluster {
             }
         }
         self.proxies.clear();
+        self.etcd_links.clear();
+        self.balancer = None;
         match self.tempdir.take() {
             Some(t) => {
                 let _ = t.close();
@@ -1102,6 +1203,46 @@ impl LocalCluster {
             }
             None => Some(self.dir.clone()),
         }
+    }
+}
+
+/// How long a readiness question to one API server may take: its `/readyz` answers within its
+/// etcd check's own timeout (2 s), even when it cannot reach etcd.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How often the admin's balancer asks each API server whether it is ready.
+const HEALTH_PERIOD: Duration = Duration::from_millis(500);
+
+/// Whether the API server behind `client` says it is ready (`GET /readyz`).
+async fn ready(client: &kube::Client) -> bool {
+    let req = http::Request::get("/readyz")
+        .body(Vec::new())
+        .expect("request");
+    matches!(
+        tokio::time::timeout(HEALTH_TIMEOUT, client.request_text(req)).await,
+        Ok(Ok(text)) if text.trim() == "ok"
+    )
+}
+
+/// The admin's balancer's health check: every [`HEALTH_PERIOD`], ask each API server whether it
+/// is ready, and keep `health` to the answers; an API server that stops being ready has the
+/// balancer's connections to it reset (`links`, one per API server), so that the next request
+/// goes to one that is.
+async fn health_check(
+    direct: Vec<kube::Client>,
+    health: Arc<Vec<std::sync::atomic::AtomicBool>>,
+    links: Vec<Arc<super::proxy::Link>>,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    loop {
+        let answers = futures::future::join_all(direct.iter().map(ready)).await;
+        for (i, now) in answers.into_iter().enumerate() {
+            let was = health[i].swap(now, SeqCst);
+            if was && !now {
+                links[i].reset_all();
+            }
+        }
+        tokio::time::sleep(HEALTH_PERIOD).await;
     }
 }
 

@@ -300,8 +300,9 @@ pub struct PodAgent {
 /// What program pods need of their cluster.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PodEnvironment {
-    /// The API server, for each pod's own proxy.
-    pub(crate) api: Option<SocketAddr>,
+    /// The API servers, for each pod's own proxy (which balances among them as
+    /// [`crate::backend::landing`] says).
+    pub(crate) apis: Vec<SocketAddr>,
     /// The cluster CA certificate (`ca.crt` of the service account's files).
     pub(crate) ca: PathBuf,
     /// The program a command of `kubechaos` runs: this executable.
@@ -356,11 +357,12 @@ impl LocalContainers {
         !st.book.of(&PodGroup::Agent(agent.to_owned())).is_empty()
     }
 
-    /// Set the condition of one direction of program pod `process`'s link to the API server:
-    /// `up` is pod to server. False when no such pod runs.
+    /// Set the condition of one direction of program pod `process`'s link to API server number
+    /// `api_server`: `up` is pod to server. False when no such pod runs.
     pub(crate) fn set_link(
         &self,
         process: &str,
+        api_server: usize,
         up: bool,
         state: &crate::backend::link::LinkState,
     ) -> bool {
@@ -373,7 +375,7 @@ impl LocalContainers {
         else {
             return false;
         };
-        proxy.set(up, state);
+        proxy.set_to(api_server, up, state);
         true
     }
 
@@ -411,14 +413,16 @@ impl LocalContainers {
             .map_err(LocalError::file("write", secrets.join("namespace")))?;
         std::fs::copy(&self.env.ca, secrets.join("ca.crt"))
             .map_err(LocalError::file("copy", &self.env.ca))?;
-        let api = self
-            .env
-            .api
-            .ok_or_else(|| LocalError::Launch("no API server address for pods".into()))?;
+        if self.env.apis.is_empty() {
+            return Err(LocalError::Launch("no API server address for pods".into()));
+        }
         if !st.proxies.contains_key(pod) {
-            let proxy = Proxy::start(api).map_err(|e| LocalError::Machine {
-                what: "cannot start a proxy on 127.0.0.1".to_owned(),
-                source: Some(e),
+            let first = crate::backend::landing(Self::process(pod), self.env.apis.len());
+            let proxy = Proxy::balance(self.env.apis.clone(), first, None).map_err(|e| {
+                LocalError::Machine {
+                    what: "cannot start a proxy on 127.0.0.1".to_owned(),
+                    source: Some(e),
+                }
             })?;
             st.proxies.insert(pod.to_owned(), proxy);
         }

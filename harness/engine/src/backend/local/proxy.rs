@@ -1,5 +1,6 @@
 //! A harness-owned TCP proxy between one client (a component replica, a fake node) and the API
-//! server, so that a link fault can act on that one client's traffic.
+//! server, so that a link fault can act on that one client's traffic. With several API servers
+//! it is also the client's load balancer ([`Proxy::balance`]), with a link to each.
 //!
 //! Each direction carries out [`crate::backend::link`]'s model of TCP:
 //! - a cut direction holds its bytes, as a partition does to TCP: the segments are lost on the
@@ -76,6 +77,11 @@ impl Link {
         state.extra(|| rng.next_f64())
     }
 
+    /// Reset every open connection under this link.
+    pub(crate) fn reset_all(&self) {
+        self.resets.send_modify(|n| *n += 1);
+    }
+
     /// Until the direction is not cut.
     async fn open(&self, up: bool) {
         loop {
@@ -93,8 +99,8 @@ impl Link {
 pub(crate) struct Proxy {
     /// Where clients connect.
     pub(crate) addr: SocketAddr,
-    /// The conditions of its link.
-    pub(crate) link: Arc<Link>,
+    /// The conditions of its link to each of its targets.
+    pub(crate) links: Vec<Arc<Link>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -104,6 +110,9 @@ impl Drop for Proxy {
     }
 }
 
+/// Which targets a balancing proxy may send a new connection to: every one, or only those a
+/// health check marks ready.
+pub(crate) type Health = Option<Arc<Vec<std::sync::atomic::AtomicBool>>>;
 /// End a connection with a reset (RST), as a peer that lost its state does: `SO_LINGER` 0, so
 /// that closing it aborts it.
 fn abort(socket: &TcpStream) {
@@ -153,66 +162,117 @@ where
     tokio::join!(reading, writing);
 }
 
+/// Carry one connection both ways under `link` until either end closes it, or a reset cut
+/// resets it.
+async fn carry(client: TcpStream, server: TcpStream, link: Arc<Link>) {
+    let mut resets = link.resets.subscribe();
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let reset = {
+        let mut pumps = Box::pin(async {
+            tokio::join!(
+                pump(&mut cr, &mut sw, link.clone(), true),
+                pump(&mut sr, &mut cw, link.clone(), false)
+            )
+        });
+        tokio::select! {
+            _ = &mut pumps => false,
+            _ = resets.changed() => true,
+        }
+    };
+    if reset {
+        abort(cw.as_ref());
+        abort(sw.as_ref());
+        // No FIN first (a write half shuts down when dropped): closing with the read halves
+        // sends the reset alone.
+        cw.forget();
+        sw.forget();
+    }
+}
+
 impl Proxy {
     /// Listen on a free port of 127.0.0.1 and forward to `target` (within a Tokio runtime).
     pub(crate) fn start(target: SocketAddr) -> std::io::Result<Proxy> {
+        Self::balance(vec![target], 0, None)
+    }
+
+    /// Listen on a free port of 127.0.0.1 and forward each new connection to one of `targets`,
+    /// as a TCP load balancer in front of several API servers does: to target `first` if it
+    /// accepts the connection (and `health`, if given, marks it ready), else to the next one in
+    /// order that does; the connection then stays there. None ready: the first that accepts. A
+    /// connection that no target accepts is closed. Each target has its own [`Link`].
+    pub(crate) fn balance(
+        targets: Vec<SocketAddr>,
+        first: usize,
+        health: Health,
+    ) -> std::io::Result<Proxy> {
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
         let addr = listener.local_addr()?;
-        let link = Arc::new(Link::default());
-        let shared = link.clone();
+        let links: Vec<Arc<Link>> = targets.iter().map(|_| Arc::default()).collect();
+        let shared = links.clone();
         let task = tokio::spawn(async move {
+            let targets = Arc::new(targets);
             while let Ok((client, _)) = listener.accept().await {
-                let link = shared.clone();
-                if link.resetting() {
-                    abort(&client);
-                    continue;
-                }
+                let links = shared.clone();
+                let targets = targets.clone();
+                let health = health.clone();
                 tokio::spawn(async move {
-                    let mut resets = link.resets.subscribe();
-                    let Ok(server) = TcpStream::connect(target).await else {
+                    let n = targets.len();
+                    let ready = |i: usize| {
+                        health
+                            .as_ref()
+                            .is_none_or(|h| h[i].load(std::sync::atomic::Ordering::SeqCst))
+                    };
+                    let order = (0..n).map(|k| (first + k) % n);
+                    let preferred = order.clone().filter(|i| ready(*i));
+                    let fallback = order.filter(|i| !ready(*i));
+                    let mut chosen = None;
+                    for i in preferred.chain(fallback) {
+                        if let Ok(server) = TcpStream::connect(targets[i]).await {
+                            chosen = Some((i, server));
+                            break;
+                        }
+                    }
+                    let Some((i, server)) = chosen else {
                         return;
                     };
-                    let _ = client.set_nodelay(true);
-                    let _ = server.set_nodelay(true);
-                    let (mut cr, mut cw) = client.into_split();
-                    let (mut sr, mut sw) = server.into_split();
-                    let reset = {
-                        let mut pumps = Box::pin(async {
-                            tokio::join!(
-                                pump(&mut cr, &mut sw, link.clone(), true),
-                                pump(&mut sr, &mut cw, link.clone(), false)
-                            )
-                        });
-                        tokio::select! {
-                            _ = &mut pumps => false,
-                            _ = resets.changed() => true,
-                        }
-                    };
-                    if reset {
-                        abort(cw.as_ref());
-                        abort(sw.as_ref());
-                        // No FIN first (a write half shuts down when dropped): closing with the
-                        // read halves sends the reset alone.
-                        cw.forget();
-                        sw.forget();
+                    let link = links[i].clone();
+                    if link.resetting() {
+                        abort(&client);
+                        abort(&server);
+                        return;
                     }
+                    carry(client, server, link).await;
                 });
             }
         });
-        Ok(Proxy { addr, link, task })
+        Ok(Proxy { addr, links, task })
     }
 
-    /// Set the condition of one direction: `up` is client to server. A reset cut resets every
-    /// open connection at once.
+    /// Set the condition of one direction of the link to every target: `up` is client to
+    /// server.
     pub(crate) fn set(&self, up: bool, state: &LinkState) {
-        let was = self.link.resetting();
-        self.link.state.lock().expect("link")[Link::dir(up)] = state.clone();
-        if state.reset && !was {
-            self.link.resets.send_modify(|n| *n += 1);
+        for i in 0..self.links.len() {
+            self.set_to(i, up, state);
         }
-        self.link.changed.notify_waiters();
+    }
+
+    /// Set the condition of one direction of the link to target `i`: `up` is client to server.
+    /// A reset cut resets every open connection at once.
+    pub(crate) fn set_to(&self, i: usize, up: bool, state: &LinkState) {
+        let Some(link) = self.links.get(i) else {
+            return;
+        };
+        let was = link.resetting();
+        link.state.lock().expect("link")[Link::dir(up)] = state.clone();
+        if state.reset && !was {
+            link.reset_all();
+        }
+        link.changed.notify_waiters();
     }
 
     /// Cut (true) or heal one direction.
@@ -360,6 +420,96 @@ mod tests {
             all.push(one[0]);
         }
         assert_eq!(all, (0..20u8).map(|i| b'a' + i).collect::<Vec<_>>());
+    }
+
+    /// A server that answers each connection with its `tag`, then echoes.
+    async fn tagged_server(tag: u8) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let l = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    if s.write_all(&[tag]).await.is_err() {
+                        return;
+                    }
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, task)
+    }
+
+    /// Which server a new connection through `proxy` lands on (its tag).
+    async fn lands(proxy: &Proxy) -> Option<u8> {
+        let mut c = TcpStream::connect(proxy.addr).await.ok()?;
+        read_some(&mut c, 1).await.map(|t| t[0])
+    }
+
+    /// A balancing proxy sends a new connection to its first target, to the next when that one
+    /// does not take connections (or its health check says it is not ready), and back once it
+    /// does; each target has its own link, so a cut to one leaves the others alone.
+    #[tokio::test]
+    async fn a_balancing_proxy_lands_on_its_first_target_and_moves_when_it_is_gone() {
+        let (a, server_a) = tagged_server(b'a').await;
+        let (b, _server_b) = tagged_server(b'b').await;
+        let (c, _server_c) = tagged_server(b'c').await;
+        let proxy = Proxy::balance(vec![a, b, c], 1, None).unwrap();
+        assert_eq!(lands(&proxy).await, Some(b'b'));
+        // The link to b cut: a connection still lands there (it is up), and is held.
+        proxy.set_to(
+            1,
+            true,
+            &LinkState {
+                cut: true,
+                ..Default::default()
+            },
+        );
+        proxy.set_to(
+            1,
+            false,
+            &LinkState {
+                cut: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(lands(&proxy).await, None);
+        proxy.set_to(1, true, &LinkState::default());
+        proxy.set_to(1, false, &LinkState::default());
+
+        // Wrapping around: first target c, then a.
+        let from_c = Proxy::balance(vec![a, b, c], 2, None).unwrap();
+        assert_eq!(lands(&from_c).await, Some(b'c'));
+        let from_a = Proxy::balance(vec![a, b, c], 0, None).unwrap();
+        assert_eq!(lands(&from_a).await, Some(b'a'));
+        server_a.abort();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(lands(&from_a).await, Some(b'b'), "a is gone: the next one");
+
+        // A health check that marks b not ready: the next ready one, c; none ready: the first
+        // that takes the connection.
+        let checked = Proxy::balance(
+            vec![b, c],
+            0,
+            Some(Arc::new(
+                [false, true].into_iter().map(Into::into).collect(),
+            )),
+        )
+        .unwrap();
+        assert_eq!(lands(&checked).await, Some(b'c'));
+        let none_ready = Proxy::balance(
+            vec![b, c],
+            1,
+            Some(Arc::new(
+                [false, false].into_iter().map(Into::into).collect(),
+            )),
+        )
+        .unwrap();
+        assert_eq!(lands(&none_ready).await, Some(b'c'));
     }
 
     /// A reset cut resets the open connections and every new one while it lasts; healed, the

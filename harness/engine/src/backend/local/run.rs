@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::cluster::{Hooks, LocalCluster, Spec};
 use super::error::LocalError;
-use crate::backend::driver::{Exit, World, WorldClock, API_SERVER};
+use crate::backend::driver::{Exit, World, WorldClock};
 use crate::backend::link::LinkState;
 use crate::backend::realtime::{self, Interrupt, RealTime};
 use crate::backend::{BackendError, EnvironmentError};
@@ -215,26 +215,31 @@ pub(crate) struct LocalWorld {
 }
 
 impl LocalWorld {
-    /// Set the condition of one direction. Traffic flows only between the API server and its
-    /// clients (through each client's proxy) and between the API server and etcd (through the
-    /// API server's); any other pair exchanges nothing, so there is nothing to act on.
+    /// Set the condition of one direction. Traffic flows only between the API servers and their
+    /// clients (through each client's proxy, which has a link to each API server) and between
+    /// each API server and each etcd member (through a proxy for each pair); any other pair
+    /// exchanges nothing, so there is nothing to act on.
     fn set_link(&self, from: &str, to: &str, state: &LinkState) {
-        let proxy = |name: &str| self.cluster.proxy(name);
+        let c = &self.cluster;
         // A client is a process with its own proxy, or a program pod (its proxy is its pod's).
-        let client = |name: &str, up: bool| match proxy(name) {
-            Some(p) => p.set(up, state),
+        let client = |name: &str, api: usize, up: bool| match c.proxy(name) {
+            Some(p) => p.set_to(api, up, state),
             None => {
-                self.cluster.containers.set_link(name, up, state);
+                c.containers.set_link(name, api, up, state);
             }
         };
-        // The API server's link to an etcd member is the proxy named after the member.
-        let member = |name: &str| self.cluster.etcd_member(name);
-        match (from, to) {
-            (API_SERVER, m) if member(m) => client(m, true),
-            (m, API_SERVER) if member(m) => client(m, false),
-            (name, API_SERVER) => client(name, true),
-            (API_SERVER, name) => client(name, false),
-            _ => {}
+        let etcd = |api: &str, member: &str, up: bool| {
+            if let Some(p) = c.etcd_link(api, member) {
+                p.set(up, state);
+            }
+        };
+        match (c.api_server(from), c.api_server(to)) {
+            (Some(_), Some(_)) => {}
+            (Some(_), None) if c.etcd_member(to) => etcd(from, to, true),
+            (None, Some(_)) if c.etcd_member(from) => etcd(to, from, false),
+            (Some(api), None) => client(to, api, false),
+            (None, Some(api)) => client(from, api, true),
+            (None, None) => {}
         }
     }
 }
@@ -377,12 +382,6 @@ impl Backend for Local {
         problems.extend(crate::backend::missing_programs(s));
         problems.extend(crate::backend::pod_problems(s));
         problems.extend(read_errors(s));
-        if s.cluster.api_servers > 1 {
-            problems.push((s.cluster.topology_pos, format!(
-                "`cluster.api-servers: {}`: the local backend starts one API server so far (several etcd members, and several API servers on the sim); expected the default (1) on `--backend local`, or `--backend sim`",
-                s.cluster.api_servers
-            )));
-        }
         use kubechaos_core::scenario::Target;
         for step in &s.faults {
             if let Some(link) = step.action.link() {

@@ -31,10 +31,10 @@ pub(crate) const API_PORT: u16 = 6443;
 pub(crate) const API_HOST: &str = "api-server";
 
 /// The API servers of the simulation behind their one address, as a TCP load balancer spreads
-/// connections: replica N of a group (`kube-scheduler-1`, `node-1`: the number its name ends
-/// with) lands on API server N modulo their count and stays there while it is up, as a client's
-/// long-lived connection does, even when that API server has lost etcd; a client whose API
-/// server is down moves to the next one that is up, as the balancer sends a new connection.
+/// connections: a client lands on the API server [`crate::backend::landing`] names and stays
+/// there while it is up, as a client's long-lived connection does, even when that API server
+/// has lost etcd; a client whose API server is down moves to the next one that is up, as the
+/// balancer sends a new connection (the local backend's proxies do the same).
 /// kubechaos's observer is not part of the system under test: it reads through any API server
 /// that is up and reaches etcd (as through a balancer that checks `/readyz`). One API server:
 /// every client reaches it.
@@ -70,12 +70,7 @@ impl Balancer {
         use std::sync::atomic::Ordering::SeqCst;
         let n = self.names.len();
         let observer = client == OBSERVER;
-        let first = client
-            .rsplit('-')
-            .next()
-            .and_then(|i| i.parse::<usize>().ok())
-            .unwrap_or(0)
-            % n.max(1);
+        let first = crate::backend::landing(client, n);
         (0..n)
             .map(|k| (first + k) % n)
             .find(|i| self.up[*i].load(SeqCst) && (!observer || self.ready[*i].load(SeqCst)))
