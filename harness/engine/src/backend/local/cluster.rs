@@ -679,7 +679,7 @@ impl LocalCluster {
                 for m in phases.lock().expect("phases").drain(..) {
                     say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
                 }
-                cluster.check_alive()?;
+                cluster.check_alive().await?;
             }
             for m in phases.lock().expect("phases").drain(..) {
                 say(&format!("{m} ({:.1}s)", started.elapsed().as_secs_f64()));
@@ -1071,7 +1071,7 @@ impl LocalCluster {
         self.dir.join("logs").join(format!("{name}.log"))
     }
 
-    fn check_alive(&mut self) -> Result<(), LocalError> {
+    async fn check_alive(&mut self) -> Result<(), LocalError> {
         let mut dead = Vec::new();
         for (name, child) in &mut self.children {
             if let Ok(Some(status)) = child.try_wait() {
@@ -1079,7 +1079,7 @@ impl LocalCluster {
             }
         }
         for (name, status) in dead {
-            let log_tail = self.log_tail(&name, 8);
+            let log_tail = pods::exit_log_tail(&self.log(&name), 8).await;
             // A component's port is chosen free, but another run on this machine can bind it
             // before the component does (seen in CI with eight control planes at once): its next
             // start chooses another port. Up to three starts; etcd and the API server keep theirs.
@@ -1103,7 +1103,7 @@ impl LocalCluster {
         let names = self.spec.api_server_names();
         let mut waiting: Vec<usize> = (0..names.len()).collect();
         loop {
-            self.check_alive()?;
+            self.check_alive().await?;
             let mut still = Vec::new();
             for i in waiting {
                 if !ready(&self.direct[i]).await {
@@ -1129,7 +1129,7 @@ impl LocalCluster {
     /// make).
     async fn wait_ready(&mut self, started: Instant, pods_due: Instant) -> Result<(), LocalError> {
         loop {
-            self.check_alive()?;
+            self.check_alive().await?;
             let mut missing =
                 crate::kubeclient::not_ready(&self.admin, &self.spec.leases(), self.spec.nodes)
                     .await;

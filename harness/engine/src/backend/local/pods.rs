@@ -254,6 +254,27 @@ fn pump(
     });
 }
 
+/// The last lines of the log of a process that has just exited, for an error message: its
+/// output pumps may still be copying what was left in its pipes, so the log is read once it has
+/// stopped growing (for 100 ms, at most a second after the exit was seen).
+pub(crate) async fn exit_log_tail(path: &Path, lines: usize) -> String {
+    let size = || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let mut last = size();
+    let mut stable_since = std::time::Instant::now();
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let now = size();
+        if now != last {
+            last = now;
+            stable_since = std::time::Instant::now();
+        } else if stable_since.elapsed() >= std::time::Duration::from_millis(100) && now > 0 {
+            break;
+        }
+    }
+    log_tail(path, lines)
+}
+
 /// The last lines of a log file, joined for an error message.
 pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
