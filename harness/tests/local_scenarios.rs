@@ -536,6 +536,24 @@ fn api_server_cut_from_etcd_agrees() {
     }
 }
 
+/// One of three API servers removed: the clients whose connections landed on it (replica 0 of
+/// each component, the observer) move to the next one, as behind a TCP load balancer, and a
+/// leader among them renews there within its renew deadline: no Lease changes hands, on both.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn losing_one_of_three_api_servers_moves_its_clients_on_both() {
+    let (code, text, played) = agree_events("harness/tests/fixtures/api-server-loss-ha.yaml");
+    assert_eq!(code, 0, "{text}");
+    for (_, text) in &played {
+        assert_eq!(
+            text.matches("(1 leadership term observed)").count(),
+            2,
+            "no Lease changed hands: {text}"
+        );
+        assert!(text.contains("exit      api-server-0: removed"), "{text}");
+    }
+}
+
 /// The trap of the cut: one scheduler, replica 0, whose connection lands on the API server cut
 /// off from etcd, loses its Lease and cannot take it back while the cut lasts, on both.
 #[test]
