@@ -130,6 +130,9 @@ pub struct Topology {
     kill_pool: Vec<Target>,
     /// Single-process targets of partitions.
     partition_pool: Vec<Target>,
+    /// Links between API servers and etcd that partitions may cut, when the topology has several
+    /// of either: one API server from every member, every API server from one member.
+    etcd_links: Vec<(Target, Target)>,
     /// Faults start within this many seconds.
     horizon_s: u32,
 }
@@ -217,6 +220,22 @@ impl Topology {
         for n in 0..s.cluster.nodes {
             partition_pool.push(Target::Node(process_name("node", n)));
         }
+        // Several API servers or etcd members: each can be killed or removed alone (etcd's raft
+        // leader too), and cut off from the others' side.
+        let mut etcd_links = Vec::new();
+        if s.cluster.api_servers > 1 {
+            for i in 0..s.cluster.api_servers {
+                kill_pool.push(Target::ApiServer(Selector::Index(i)));
+                etcd_links.push((Target::ApiServer(Selector::Index(i)), Target::ETCD));
+            }
+        }
+        if s.cluster.etcd.members > 1 {
+            kill_pool.push(Target::Etcd(Selector::Leader));
+            for i in 0..s.cluster.etcd.members {
+                kill_pool.push(Target::Etcd(Selector::Index(i)));
+                etcd_links.push((Target::API_SERVER, Target::Etcd(Selector::Index(i))));
+            }
+        }
         let horizon = s.duration.unwrap_or(Duration::from_secs(180));
         Ok(Topology {
             name: s.name.clone(),
@@ -228,6 +247,7 @@ impl Topology {
             kept,
             kill_pool,
             partition_pool,
+            etcd_links,
             horizon_s: (horizon.as_secs() as u32).max(10),
         })
     }
@@ -289,6 +309,22 @@ impl Topology {
                         Action::Loss(Loss {
                             link: link(t, oneway),
                             ratio: Ratio::new(f64::from(tenths) / 10.0),
+                        })
+                    })
+                    .boxed(),
+            );
+        }
+        if !self.etcd_links.is_empty() {
+            // An API server cut off from etcd, or a member cut off from the API servers.
+            let pool = self.etcd_links.clone();
+            kinds.push(
+                (0..pool.len(), any::<bool>())
+                    .prop_map(move |(t, oneway)| {
+                        Action::Partition(Partition {
+                            a: pool[t].0.clone(),
+                            b: pool[t].1.clone(),
+                            oneway,
+                            reset: false,
                         })
                     })
                     .boxed(),
@@ -874,6 +910,38 @@ mod tests {
             assert_eq!(steps(&played), steps(&s), "{text}");
             assert_eq!(played.run_duration(), s.run_duration());
         }
+    }
+
+    /// A topology with several API servers and etcd members has them as targets of their own:
+    /// each killed or removed alone (etcd's leader too), and cut off from the other side; every
+    /// such schedule is a valid scenario.
+    #[test]
+    fn an_ha_topology_generates_faults_on_single_api_servers_and_members() {
+        let text = "name: ha\ncluster:\n  nodes: 1\n  api-servers: 3\n  etcd: {members: 3}\n  components: {kube-scheduler: {replicas: 2}}\nexpect:\n  - single-leader: {lease: kube-system/kube-scheduler}\n";
+        let s = scenario::parse(Path::new("ha.yaml"), text.as_bytes()).expect("valid");
+        let t = Topology::new(&s, text).expect("topology");
+        let opts = ExploreOptions::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for k in 0..400 {
+            let schedule = case_tree(&t, &opts, k).current();
+            let (name, file) = t.render(&schedule, "Found by a test", "sim: {seed: 1}");
+            scenario::parse(Path::new(&format!("{name}.yaml")), file.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}\n{file}"));
+            for f in &schedule {
+                let text = f.action.to_string();
+                for kind in [
+                    "kill: api-server/",
+                    "remove: etcd/leader",
+                    "partition: [api-server/",
+                    "partition: [api-server, etcd/",
+                ] {
+                    if text.starts_with(kind) {
+                        seen.insert(kind);
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
     }
 
     #[test]
