@@ -8,8 +8,11 @@
 //! simulated network carries every exchange whole within its client's 5s timeout. The watcher
 //! resumes from the last resourceVersion it saw, as it does when a real API server ends a watch.
 //!
-//! When etcd is down or cut off from the API server, every request waits and then fails with
-//! 500 `etcdserver: request timed out`, as kube-apiserver answers when its etcd client times out.
+//! When etcd is down, cut off from the API server, without a quorum or electing a leader, every
+//! request waits for it: it is served if etcd is back within [`ETCD_TIMEOUT`] (as a request that
+//! TCP or etcd's client held goes through once the way is open), and fails with 500
+//! `etcdserver: request timed out` otherwise, as kube-apiserver answers when its etcd client
+//! times out.
 //!
 //! Links ([`Degraded`]): the API server is one end of every link that carries traffic, so it
 //! carries out [`crate::backend::link`]'s model for them all. A cut link between a client's host
@@ -164,6 +167,20 @@ impl ApiServer {
         self
     }
 
+    /// Until this API server reaches an etcd quorum with a leader again (the driver wakes
+    /// waiters on `links_changed` after every change of etcd's state).
+    async fn etcd_back(&self) {
+        loop {
+            let changed = self.links_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// Carry a message from `from` to `to` across its link: held while it is cut, then for
     /// what a delay or loss draws (a cut made meanwhile holds it again); an error where a cut
     /// resets the connection.
@@ -310,8 +327,11 @@ impl ApiServer {
         if let Some(refused) = self.injected(&parts, &path, &query) {
             return refused;
         }
-        if !self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
-            tokio::time::sleep(ETCD_TIMEOUT).await;
+        if !self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst)
+            && tokio::time::timeout(ETCD_TIMEOUT, self.etcd_back())
+                .await
+                .is_err()
+        {
             return status(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",
