@@ -492,24 +492,12 @@ mod tests {
 
         // A health check that marks b not ready: the next ready one, c; none ready: the first
         // that takes the connection.
-        let checked = Proxy::balance(
-            vec![b, c],
-            0,
-            Some(Arc::new(
-                [false, true].into_iter().map(Into::into).collect(),
-            )),
-        )
-        .unwrap();
-        assert_eq!(lands(&checked).await, Some(b'c'));
-        let none_ready = Proxy::balance(
-            vec![b, c],
-            1,
-            Some(Arc::new(
-                [false, false].into_iter().map(Into::into).collect(),
-            )),
-        )
-        .unwrap();
-        assert_eq!(lands(&none_ready).await, Some(b'c'));
+        let checked = |ready: [bool; 2]| {
+            let health = Arc::new(ready.into_iter().map(Into::into).collect());
+            Proxy::balance(vec![b, c], 0, Some(health)).unwrap()
+        };
+        assert_eq!(lands(&checked([false, true])).await, Some(b'c'));
+        assert_eq!(lands(&checked([false, false])).await, Some(b'b'));
     }
 
     /// A reset cut resets the open connections and every new one while it lasts; healed, the
