@@ -110,6 +110,9 @@ pub enum EventKind {
         undo: bool,
         /// What it resolved to: the processes or links it touched.
         detail: String,
+        /// A partition, delay or loss applied: each link direction it acts on, `[from, to]`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        links: Vec<[String; 2]>,
     },
     /// A process (component replica, agent replica, node, api-server, etcd) started.
     ProcessStarted {

@@ -271,7 +271,7 @@ impl<'a> Timeline<'a> {
         let mut open: BTreeMap<usize, usize> = BTreeMap::new();
         for e in self.events.iter().take_while(|e| e.t_ms <= t) {
             let EventKind::FaultApplied {
-                step, undo, detail, ..
+                step, undo, links, ..
             } = &e.kind
             else {
                 continue;
@@ -297,22 +297,22 @@ impl<'a> Timeline<'a> {
             }
             let on = match &f.action {
                 Action::Partition(_) | Action::Delay(_) | Action::Loss(_) => {
-                    // The links it was applied to: `a <-> b, c -> d`.
-                    let ends: Vec<String> = detail
-                        .split(", ")
-                        .flat_map(|link| link.split(' '))
-                        .filter(|w| !w.is_empty() && !matches!(*w, "<->" | "->"))
-                        .map(str::to_owned)
-                        .collect();
+                    // The processes at the ends of the links it was applied to.
+                    let mut ends: Vec<String> = links.iter().flatten().cloned().collect();
+                    ends.sort();
+                    ends.dedup();
                     // Between API servers and etcd: any client whose connection lands on that
                     // API server is held back, and the timeline does not say whose does.
                     let control_plane =
                         |p: &String| p.starts_with("api-server") || p.starts_with("etcd");
-                    Some(if ends.iter().all(control_plane) {
+                    if ends.is_empty() {
+                        // It matched no link (its leader was not known): it held nobody back.
                         None
+                    } else if ends.iter().all(control_plane) {
+                        Some(None)
                     } else {
-                        Some(ends)
-                    })
+                        Some(Some(ends))
+                    }
                 }
                 Action::ApiErrors(_)
                 | Action::ApiServer(ProcessOp::Stop | ProcessOp::Crash)
@@ -545,6 +545,7 @@ expect:
                     action: "kill: agent/op".into(),
                     undo: false,
                     detail: String::new(),
+                    links: Vec::new(),
                 },
             ),
             at(
@@ -619,6 +620,7 @@ expect:
                         action: "partition: [agent/op/leader, api-server]".into(),
                         undo: false,
                         detail: String::new(),
+                        links: Vec::new(),
                     },
                 ),
                 late,
@@ -680,6 +682,10 @@ expect:
                     action: "partition: [agent/op/leader, api-server]".into(),
                     undo: false,
                     detail: "op-1 <-> api-server".into(),
+                    links: vec![
+                        ["op-1".into(), "api-server".into()],
+                        ["api-server".into(), "op-1".into()],
+                    ],
                 },
             ),
             lease_seen(110_100, "op-1_a", 81_500),
@@ -691,6 +697,10 @@ expect:
                     action: "partition: [agent/op/leader, api-server]".into(),
                     undo: true,
                     detail: "op-1 <-> api-server".into(),
+                    links: vec![
+                        ["op-1".into(), "api-server".into()],
+                        ["api-server".into(), "op-1".into()],
+                    ],
                 },
             ),
             at(140_000, EventKind::RunEnded {}),
@@ -736,6 +746,7 @@ expect:
                         action: s.faults[0].action.to_string(),
                         undo,
                         detail: "op-1 -> api-server".into(),
+                        links: vec![["op-1".into(), "api-server".into()]],
                     },
                 )
             };

@@ -213,6 +213,7 @@ fn fault_lanes(events: &[Event]) -> Vec<Lane> {
             action,
             undo,
             detail,
+            ..
         } = &e.kind
         else {
             continue;
@@ -1016,6 +1017,7 @@ mod tests {
                     action: format!("step{step}"),
                     undo,
                     detail: "x".into(),
+                    links: Vec::new(),
                 },
             )
         };

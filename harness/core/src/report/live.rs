@@ -446,6 +446,7 @@ mod tests {
                 action: "api-server: stop".into(),
                 undo,
                 detail: "api-server".into(),
+                links: Vec::new(),
             },
         )
     }

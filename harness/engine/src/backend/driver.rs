@@ -360,12 +360,20 @@ impl<W: World> Driver<W> {
             PlannedKind::Fault { step } => {
                 let f = &s.faults[*step];
                 let detail = self.fault(s, *step, &f.action, now);
+                // The directions this step acts on (its own, in the order applied).
+                let links = self
+                    .links
+                    .iter()
+                    .filter(|l| l.0 == *step)
+                    .map(|(_, from, to, _)| [from.clone(), to.clone()])
+                    .collect();
                 self.recorder.record(EventKind::FaultApplied {
                     step: *step,
                     id: f.id.clone(),
                     action: f.action.to_string(),
                     undo: false,
                     detail,
+                    links,
                 });
             }
             PlannedKind::Undo { step } => {
@@ -378,6 +386,7 @@ impl<W: World> Driver<W> {
                     action: format!("{undo} (undoing `{}` after its `for`)", f.action),
                     undo: true,
                     detail,
+                    links: Vec::new(),
                 });
             }
         }
