@@ -117,8 +117,16 @@ fn agree_events(scenario: &str) -> (i32, String, Played) {
 
 /// Every shipped scenario is written to pass: both worlds heal.
 fn agree_and_pass(scenario: &str) {
+    agree_and_pass_saying(scenario, &[]);
+}
+
+/// As [`agree_and_pass`], and local's output says each of `expected`.
+fn agree_and_pass_saying(scenario: &str, expected: &[&str]) {
     let (code, text) = agree(scenario);
     assert_eq!(code, 0, "{scenario} failed on local:\n{text}");
+    for e in expected {
+        assert!(text.contains(e), "{e}: {text}");
+    }
 }
 
 /// etcd faults on real processes: a crash (its data survives: the probe pods' namespace, made
@@ -496,16 +504,15 @@ fn a_deleted_scheduler_releases_its_lease_on_both() {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn etcd_quorum_loss_agrees() {
-    let (code, text) = agree("etcd-quorum-loss");
-    assert_eq!(code, 0, "{text}");
-    for expected in [
-        "cluster: 2 nodes, etcd ×3",
-        "etcd-1: removed",
-        "etcd-2: removed",
-        "PASS  unschedulable",
-    ] {
-        assert!(text.contains(expected), "{expected}: {text}");
-    }
+    agree_and_pass_saying(
+        "etcd-quorum-loss",
+        &[
+            "cluster: 2 nodes, etcd ×3",
+            "etcd-1: removed",
+            "etcd-2: removed",
+            "PASS  unschedulable",
+        ],
+    );
 }
 
 /// The trap of a lost quorum fails on both, saying what held the Lease back.
@@ -525,15 +532,14 @@ fn the_etcd_quorum_loss_trap_is_a_violation_on_both() {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn api_server_cut_from_etcd_agrees() {
-    let (code, text) = agree("api-server-cut-from-etcd");
-    assert_eq!(code, 0, "{text}");
-    for expected in [
-        "cluster: 2 nodes, api-server ×3, etcd ×3",
-        "[api-server-0 <-> etcd-0, api-server-0 <-> etcd-1, api-server-0 <-> etcd-2]",
-        "5 held, 0 violated",
-    ] {
-        assert!(text.contains(expected), "{expected}: {text}");
-    }
+    agree_and_pass_saying(
+        "api-server-cut-from-etcd",
+        &[
+            "cluster: 2 nodes, api-server ×3, etcd ×3",
+            "[api-server-0 <-> etcd-0, api-server-0 <-> etcd-1, api-server-0 <-> etcd-2]",
+            "5 held, 0 violated",
+        ],
+    );
 }
 
 /// One of three API servers removed: the clients whose connections landed on it (replica 0 of

@@ -29,6 +29,7 @@ pub(super) fn judge(
     // Created well after the anchor: the API server did not accept it until then (the observer tries
     // again every second), which is part of the outage; said, so that "stayed unbound" is not
     // read as a pod that waited the whole time.
+    let bound = tl.bound(&pod);
     let pod = if created > anchor + 1_000 {
         format!(
             "{pod} (created at {}: not accepted by the API server until then)",
@@ -37,8 +38,7 @@ pub(super) fn judge(
     } else {
         pod
     };
-    let name = pod.split(' ').next().unwrap_or_default().to_owned();
-    match tl.bound(&name) {
+    match bound {
         Some((t, node)) if t < until => (
             false,
             format!("probe pod {pod} was bound to {node} at {}, {} after the anchor at {}; expected it to stay unbound for {} (the outage did not happen)", fmt_ms(t), human(std::time::Duration::from_millis(t.saturating_sub(anchor))), fmt_ms(anchor), human(for_)),

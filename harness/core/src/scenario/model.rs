@@ -155,19 +155,20 @@ pub fn member_name(group: &str, i: u32, n: u32) -> String {
     }
 }
 
+/// The process names of a group of `n` (`group` alone for one or none, else `group-0` …).
+pub fn member_names(group: &str, n: u32) -> Vec<String> {
+    (0..n.max(1)).map(|i| member_name(group, i, n)).collect()
+}
+
 impl Cluster {
     /// The API servers' process names.
     pub fn api_server_names(&self) -> Vec<String> {
-        (0..self.api_servers)
-            .map(|i| member_name("api-server", i, self.api_servers))
-            .collect()
+        member_names("api-server", self.api_servers)
     }
 
     /// The etcd members' process names.
     pub fn etcd_names(&self) -> Vec<String> {
-        (0..self.etcd.members)
-            .map(|i| member_name("etcd", i, self.etcd.members))
-            .collect()
+        member_names("etcd", self.etcd.members)
     }
 }
 

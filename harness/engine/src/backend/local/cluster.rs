@@ -194,19 +194,13 @@ impl Spec {
     /// The API servers' process names (`api-server`, or `api-server-0` … when there are
     /// several), as the scenario names them.
     pub(crate) fn api_server_names(&self) -> Vec<String> {
-        let n = self.api_servers.max(1);
-        (0..n)
-            .map(|i| kubechaos_core::scenario::member_name(API_SERVER, i, n))
-            .collect()
+        kubechaos_core::scenario::member_names(API_SERVER, self.api_servers)
     }
 
     /// The etcd members' process names (`etcd`, or `etcd-0` … when there are several), as the
     /// scenario names them.
     pub(crate) fn etcd_names(&self) -> Vec<String> {
-        let n = self.etcd_members.max(1);
-        (0..n)
-            .map(|i| kubechaos_core::scenario::member_name(ETCD, i, n))
-            .collect()
+        kubechaos_core::scenario::member_names(ETCD, self.etcd_members)
     }
 
     /// Every process, in start order: etcd, the API servers, components (unless self-hosted:
@@ -575,16 +569,16 @@ impl LocalCluster {
             &serde_json::to_string_pretty(&record).expect("record"),
         )?;
         let admin = client_for(&admin_kubeconfig, None).await?;
-        let mut direct = Vec::new();
-        for (a, port) in apis.iter().zip(&ports.api) {
-            if balancer.is_none() {
-                direct.push(admin.clone());
-                break;
+        // Straight to each API server, for its readiness (one: the admin's client is that).
+        let mut direct = vec![admin.clone()];
+        if balancer.is_some() {
+            direct.clear();
+            for (a, port) in apis.iter().zip(&ports.api) {
+                let path = dir.join(format!("admin-{a}.kubeconfig"));
+                let url = format!("https://127.0.0.1:{port}");
+                write_file(&path, &pki::kubeconfig(&pki, "admin", &url, CONTEXT)?)?;
+                direct.push(client_for(&path, Some(HEALTH_TIMEOUT)).await?);
             }
-            let path = dir.join(format!("admin-{a}.kubeconfig"));
-            let url = format!("https://127.0.0.1:{port}");
-            write_file(&path, &pki::kubeconfig(&pki, "admin", &url, CONTEXT)?)?;
-            direct.push(client_for(&path, Some(HEALTH_TIMEOUT)).await?);
         }
         let kubelet = super::kubelet::Kubelet::start(&dir)?;
         let webhook = if spec.api_errors {
