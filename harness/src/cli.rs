@@ -455,7 +455,7 @@ pub(crate) enum ClusterCommand {
     Build,
     /// Start a local control plane and keep it running until Ctrl-C (or for --for).
     #[command(
-        after_help = "Examples:\n  kubechaos cluster up                       3 nodes, 2 schedulers, 2 controller-managers\n  kubechaos cluster up --nodes 1 --for 30s   up for 30 seconds, then cleaned away\n\nPrints the KUBECONFIG to use with kubectl. Everything it started is stopped, and its run\ndirectory removed (unless --keep), when it ends."
+        after_help = "Examples:\n  kubechaos cluster up                       3 nodes, 2 schedulers, 2 controller-managers\n  kubechaos cluster up --nodes 1 --for 30s   up for 30 seconds, then cleaned away\n  kubechaos cluster up --api-servers 3 --etcd-members 3 --schedulers 3\n                                             three of each (api-server-N, etcd-N)\n\nPrints the KUBECONFIG to use with kubectl. Everything it started is stopped, and its run\ndirectory removed (unless --keep), when it ends."
     )]
     Up(UpArgs),
     /// Show the local control planes running on this machine (from `cluster up` or a scenario
@@ -485,6 +485,14 @@ pub(crate) struct UpArgs {
     /// kube-controller-manager replicas.
     #[arg(long, default_value_t = 2)]
     pub(crate) controller_managers: u32,
+    /// kube-apiservers on the one etcd, each client's connections landing on the one its
+    /// replica number names (as `cluster.api-servers` in a scenario); kubectl's kubeconfig
+    /// names a balancer that sends each connection to a ready one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
+    pub(crate) api_servers: u32,
+    /// etcd members of one cluster: 1, 3, 5 or 7 (as `cluster.etcd.members`).
+    #[arg(long, default_value_t = 1, value_parser = parse_members)]
+    pub(crate) etcd_members: u32,
     /// Run the scheduler and controller-manager as Deployments in kube-system, their pods run by
     /// the fake nodes (bootstrapped through temporary pods, then handed over): a cluster to
     /// break and recover by hand with `kubectl delete pods` and `kubechaos recover`.
@@ -496,6 +504,16 @@ pub(crate) struct UpArgs {
     /// Keep the run directory (certificates, kubeconfigs, logs, etcd data) after stopping.
     #[arg(long)]
     pub(crate) keep: bool,
+}
+
+/// An etcd member count: odd, 1 to 7 (an even count tolerates no more failures than the odd one
+/// below it).
+fn parse_members(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n @ (1 | 3 | 5 | 7)) => Ok(n),
+        Ok(n) if n % 2 == 0 && n > 0 && n < 8 => Err(format!("{n} members tolerate no more failures than {}, and need more of them for a quorum; expected 1, 3, 5 or 7", n - 1)),
+        _ => Err("expected 1, 3, 5 or 7".to_owned()),
+    }
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, SyntaxError> {

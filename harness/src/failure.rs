@@ -129,6 +129,7 @@ impl Failure {
                 KubeError::Client(_)
                 | KubeError::Api { .. }
                 | KubeError::Machine { .. }
+                | KubeError::LoadBalancer { .. }
                 | KubeError::Container { .. }
                 | KubeError::Agents { .. } => exit::ENVIRONMENT,
             },

@@ -264,7 +264,7 @@ fn bad_topologies_and_their_targets_are_refused() {
     for (backend, expected) in [
         ("sim", "between etcd members: the sim does not model raft's traffic between members"),
         ("local", "between etcd members: the local backend carries only the API server's traffic to each member"),
-        ("kube", "ha.yaml:2:11: `cluster.api-servers: 3` and `cluster.etcd.members: 3`: the kube backend does not yet check an existing cluster's API servers and etcd members"),
+        ("kube", "ha.yaml:4:5: `partition: [etcd/0, etcd/1]`: between etcd members: kubechaos cuts raft's traffic between members on no backend"),
     ] {
         kubechaos()
             .args(["validate", &ha, "--backend", backend])
@@ -274,12 +274,6 @@ fn bad_topologies_and_their_targets_are_refused() {
     }
 }
 
-/// The sim and the local control plane once disagreed on how soon a waiting scheduler takes
-/// the Lease after an API-server outage: at once when its last read before the outage saw the
-/// leader's last renewal, a full lease duration after its first read otherwise. On the local
-/// control plane the quick takeover came in 1 of 9 runs; on the sim in 20 of 40 seeds, until its
-/// time zero, the components' start-up and the renew period were made as upstream's (see
-/// docs/benchmarks.md). Pinned here: across 20 seeds the quick takeover is the exception, and
 /// The JSON summary of `scenario` played on the sim at `seed`.
 fn summary_at(scenario: &str, seed: u64) -> serde_json::Value {
     let out = kubechaos()
@@ -296,6 +290,12 @@ fn summary_at(scenario: &str, seed: u64) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The sim and the local control plane once disagreed on how soon a waiting scheduler takes
+/// the Lease after an API-server outage: at once when its last read before the outage saw the
+/// leader's last renewal, a full lease duration after its first read otherwise. On the local
+/// control plane the quick takeover came in 1 of 9 runs; on the sim in 20 of 40 seeds, until its
+/// time zero, the components' start-up and the renew period were made as upstream's (see
+/// docs/benchmarks.md). Pinned here: across 20 seeds the quick takeover is the exception, and
 /// both outcomes happen.
 #[test]
 fn the_quick_takeover_after_an_outage_is_the_exception() {
@@ -2005,4 +2005,22 @@ fn init_writes_the_nightly_pipeline_for_github_and_gitlab() {
         out.contains("- local: .gitlab/kubechaos.gitlab-ci.yml"),
         "{out}"
     );
+}
+
+/// `cluster up`'s API server and etcd member counts are a scenario's, refused as a scenario's
+/// are (exit 2, before anything starts).
+#[test]
+fn cluster_up_refuses_counts_a_scenario_could_not_have() {
+    kubechaos()
+        .args(["cluster", "up", "--etcd-members", "2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "'2' for '--etcd-members <ETCD_MEMBERS>': 2 members tolerate no more failures than 1",
+        ));
+    kubechaos()
+        .args(["cluster", "up", "--api-servers", "6"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("6 is not in 1..=5"));
 }

@@ -498,6 +498,119 @@ fn pid_of(dir: &Path, program: &str, also: &str) -> Option<i32> {
     })
 }
 
+/// The member of the etcd members (`--listen-client-urls` each) whose metrics say it leads raft.
+fn etcd_leader_of(clients: &[String]) -> Option<usize> {
+    clients.iter().position(|url| {
+        Command::new("curl")
+            .args(["-s", "--max-time", "2", &format!("{url}/metrics")])
+            .output()
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .any(|l| l.trim() == "etcd_server_is_leader 1")
+            })
+    })
+}
+
+/// kind with three control-plane nodes, each running an API server and an etcd member
+/// (kubeadm's stacked etcd): a control plane of three API servers and three etcd members of its
+/// own, dressed as one (node-0..2 its control-plane nodes), whose docker CLI is a stand-in that
+/// answers as kind's containers would: the node's cluster label and its load balancer's address,
+/// each node's etcd metrics with the real member's (`curl` of member N for node-N), and the hold
+/// of a node's etcd static pod with SIGSTOP of that real member (SIGCONT when the manifest is
+/// moved back). `remove: etcd/leader` must hold the member that really leads, and the real
+/// members then elect another; an API server's cut from etcd is a rule on its node's loopback,
+/// and a node's cut from the API servers drops its packets to the load balancer too.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn on_kind_with_three_control_plane_nodes_the_etcd_leader_is_the_real_one() {
+    let cluster = up(&["--nodes", "3", "--api-servers", "3", "--etcd-members", "3"]);
+    let dir = cluster.dir.clone();
+    let kubeconfig = dir.join("admin.kubeconfig");
+    for node in ["node-0", "node-1", "node-2"] {
+        kubectl(
+            &dir,
+            &[
+                "label",
+                "node",
+                node,
+                "node-role.kubernetes.io/control-plane=",
+            ],
+        );
+    }
+    // The members: their processes and client addresses.
+    let members: Vec<(i32, String)> = (0..3)
+        .map(|i| {
+            let pid = pid_of(&dir, "etcd", &format!("--name=etcd-{i} ")).expect("its etcd runs");
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+            let url = String::from_utf8_lossy(&cmdline)
+                .split('\0')
+                .find_map(|a| a.strip_prefix("--listen-client-urls=").map(str::to_owned))
+                .expect("a client address");
+            (pid, url)
+        })
+        .collect();
+    let clients: Vec<String> = members.iter().map(|(_, u)| u.clone()).collect();
+    let leader = etcd_leader_of(&clients).expect("a member leads");
+    let mut answer = String::from(
+        "case \"$*\" in\n  *io.x-k8s.kind.cluster*) echo chaos ;;\n  *chaos-external-load-balancer) echo '10.9.9.9 ' ;;\n",
+    );
+    for (i, (pid, url)) in members.iter().enumerate() {
+        answer.push_str(&format!(
+            "  'exec node-{i} curl'*) curl -s --max-time 2 {url}/metrics ;;\n  'exec node-{i} sh -c mkdir'*etcd.yaml*) kill -STOP {pid} ;;\n  'exec node-{i} sh -c mv /etc/kubernetes/kubechaos-held/etcd.yaml'*) kill -CONT {pid} ;;\n"
+        ));
+    }
+    answer.push_str("esac");
+    let work = tempfile::tempdir().unwrap();
+    let (docker, log) = common::docker_stand_in(work.path(), &answer);
+    let path = work.path().join("kube-kind-ha.yaml");
+    std::fs::write(
+        &path,
+        "name: kube-kind-ha
+cluster:
+  nodes: 3
+  api-servers: 3
+  etcd: {members: 3}
+  components: {kube-scheduler: {replicas: 2}, kube-controller-manager: {replicas: 2}}
+faults:
+  - {at: 5s, id: lose-leader, remove: etcd/leader, for: 12s}
+  - {at: 6s, partition: [api-server/1, etcd], for: 3s}
+  - {at: 7s, partition: [node/node-2, api-server], for: 3s}
+expect:
+  - single-leader: {lease: kube-system/kube-scheduler}
+  - schedulable: {within: 30s, after: lose-leader}
+duration: 40s
+",
+    )
+    .unwrap();
+    let (code, text) = common::play_on_kind(&path, &kubeconfig, &docker);
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(code, 0, "{text}\n{calls}");
+    assert!(
+        text.contains(&format!("remove: etcd/leader  [etcd-{leader}]")),
+        "the member that led (etcd-{leader}) was the one removed:\n{text}"
+    );
+    for expected in [
+        format!("exec node-{leader} sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/etcd.yaml"),
+        format!("exec node-{leader} sh -c mv /etc/kubernetes/kubechaos-held/etcd.yaml /etc/kubernetes/manifests/etcd.yaml"),
+        "exec node-1 iptables -I OUTPUT -d 127.0.0.1 -p tcp --dport 2379 -m comment --comment kubechaos -j DROP".to_owned(),
+        "exec node-1 iptables -D OUTPUT -d 127.0.0.1 -p tcp --sport 2379 -m comment --comment kubechaos -j DROP".to_owned(),
+        "exec node-2 iptables -I OUTPUT -d 10.9.9.9 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP".to_owned(),
+        "exec node-2 iptables -D OUTPUT -d 10.9.9.9 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP".to_owned(),
+    ] {
+        assert!(calls.contains(&expected), "{expected}:\n{calls}");
+    }
+    // Only node-1's API server was cut off from etcd: no rule between it and another node's
+    // member (raft's traffic between members is left alone).
+    assert_eq!(calls.matches("--dport 2379").count(), 2, "{calls}");
+    // While it was held, the two others elected a new leader, which still leads.
+    let now = etcd_leader_of(&clients);
+    assert!(
+        now.is_some_and(|l| l != leader),
+        "etcd-{leader} led before the run and {now:?} after it"
+    );
+}
+
 /// Play the client-go fixture in `mode` as a Deployment of one replica, installed in an existing
 /// cluster and named by a pod agent, through a real API outage: a control plane of its own dressed
 /// as a kind cluster (node-0 its control plane) whose docker CLI is a stand-in that carries out

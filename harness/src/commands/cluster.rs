@@ -41,6 +41,8 @@ pub fn up(args: &UpArgs) -> End {
         .filter(|(_, n)| *n > 0)
         .collect(),
         self_hosted: args.self_hosted,
+        api_servers: args.api_servers,
+        etcd_members: args.etcd_members,
         purpose: "cluster up".into(),
         ..Spec::default()
     };

@@ -59,6 +59,13 @@ pub enum KubeError {
         /// What was restored afterwards.
         restored: String,
     },
+    /// kind's load balancer in front of several control-plane nodes was not found (before
+    /// anything was changed).
+    #[error("kind's load balancer could not be found (a partition between a node and the API servers must drop the node's packets to it): {what}; nothing was changed")]
+    LoadBalancer {
+        /// Why.
+        what: String,
+    },
     /// The agents could not be started on this machine or did not lead in time, or the
     /// manifests' objects or the pod agents' pods did not come up.
     #[error("the run's workload could not start: {what}")]

@@ -3,8 +3,16 @@
 //! mend) into docker commands, keeps a ledger of every change still in place, and undoes what
 //! is left at the end of a run (or on Ctrl-C).
 //!
-//! The process names are the driver's: `api-server`, `etcd`, `kube-scheduler-N`,
+//! The process names are the driver's: `api-server` and `etcd` (every control-plane node's), or
+//! `api-server-N` and `etcd-N` when the scenario counts several, `kube-scheduler-N`,
 //! `kube-controller-manager-N` (N = the Nth control-plane node, by name) and the node names.
+//!
+//! kind runs kubeadm's stacked control plane: each control-plane node runs an API server and an
+//! etcd member, and its API server reaches only that member, at `127.0.0.1:2379`; its scheduler
+//! and controller-manager reach only that API server (kubeadm writes the node's own address into
+//! `scheduler.conf` and `controller-manager.conf`). With several control-plane nodes, the
+//! kubelets reach the API servers through kind's load balancer (a container named
+//! `CLUSTER-external-load-balancer`, port 6443).
 
 use super::error::DockerError;
 use std::path::PathBuf;
@@ -23,6 +31,12 @@ pub(crate) const HELD: &str = "/etc/kubernetes/kubechaos-held";
 pub(crate) const RULE_COMMENT: &str = "kubechaos";
 /// The port the API servers of kind and k3s serve on, on their nodes.
 const API_SERVER_PORT: &str = "6443";
+/// The label kind puts on its containers: the cluster's name.
+const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+/// The client port of kubeadm's etcd, on `127.0.0.1` of its node.
+const ETCD_CLIENT_PORT: &str = "2379";
+/// Where kubeadm's etcd serves its metrics (`--listen-metrics-urls`), in its node.
+const ETCD_METRICS: &str = "http://127.0.0.1:2381/metrics";
 /// How long one docker command may take.
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -90,14 +104,27 @@ impl Docker {
                 }
             }
         };
+        // Its output is read while it runs: one that writes more than a pipe holds (an etcd's
+        // metrics) would otherwise wait for a reader until the timeout.
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
         let deadline = Instant::now() + DOCKER_TIMEOUT;
-        loop {
+        let status = loop {
             match child.try_wait() {
-                Ok(Some(_)) => break,
+                Ok(Some(status)) => break status,
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
-                _ => {
+                Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err(DockerError::Timeout {
@@ -105,14 +132,18 @@ impl Docker {
                         limit: DOCKER_TIMEOUT,
                     });
                 }
+                Err(source) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(DockerError::Output { shown, source });
+                }
             }
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|source| DockerError::Output {
-                shown: shown.clone(),
-                source,
-            })?;
+        };
+        let out = std::process::Output {
+            status,
+            stdout: stdout.join().unwrap_or_default(),
+            stderr: stderr.join().unwrap_or_default(),
+        };
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -138,12 +169,52 @@ enum Change {
     Stopped { node: String },
 }
 
+/// A service of the control plane, on every control-plane node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Service {
+    ApiServer,
+    Etcd,
+}
+
+impl Service {
+    /// The TCP ports it serves on its node's address.
+    fn ports(self) -> &'static str {
+        match self {
+            Service::ApiServer => API_SERVER_PORT,
+            Service::Etcd => "2379:2380",
+        }
+    }
+
+    /// Its static pod (kubeadm's manifest name).
+    fn pod(self) -> &'static str {
+        match self {
+            Service::ApiServer => "kube-apiserver",
+            Service::Etcd => "etcd",
+        }
+    }
+}
+
+/// The service a process name stands for, and which control-plane node's (by number), or every
+/// one's: `api-server`, `api-server-1`, `etcd`, `etcd-2`.
+fn service_of(name: &str) -> Option<(Service, Option<usize>)> {
+    use crate::backend::driver::{API_SERVER, ETCD};
+    [(API_SERVER, Service::ApiServer), (ETCD, Service::Etcd)]
+        .into_iter()
+        .find_map(|(group, service)| {
+            let rest = name.strip_prefix(group)?;
+            if rest.is_empty() {
+                return Some((service, None));
+            }
+            Some((service, Some(rest.strip_prefix('-')?.parse().ok()?)))
+        })
+}
+
 /// One end of a cut, in one node container.
 struct End {
     node: String,
     ip: String,
-    /// The TCP ports the end serves (api-server, etcd), if it is a service rather than a node.
-    ports: Option<&'static str>,
+    /// The service it is, if it is not a node.
+    service: Option<Service>,
 }
 
 /// The machines of a kind or k3s cluster.
@@ -151,6 +222,12 @@ pub(crate) struct Machines {
     provider: Provider,
     nodes: Vec<NodeMachine>,
     docker: Docker,
+    /// How many API servers and etcd members the scenario names (`api-server-N` and `etcd-N` if
+    /// more than one; the check saw that the cluster has that many control-plane nodes).
+    api_servers: u32,
+    etcd_members: u32,
+    /// kind's load balancer in front of several control-plane nodes: its address.
+    load_balancer: Option<String>,
     ledger: Vec<Change>,
     /// Every docker command that failed, in order.
     pub(crate) errors: Vec<String>,
@@ -173,9 +250,98 @@ impl Machines {
             provider,
             nodes,
             docker,
+            api_servers: 1,
+            etcd_members: 1,
+            load_balancer: None,
             ledger: Vec::new(),
             errors: Vec::new(),
         }
+    }
+
+    /// Name the API servers and etcd members as a scenario that counts `api_servers` and
+    /// `etcd_members` does (the Nth of each is the Nth control-plane node's).
+    pub(crate) fn counting(mut self, api_servers: u32, etcd_members: u32) -> Machines {
+        self.api_servers = api_servers;
+        self.etcd_members = etcd_members;
+        self
+    }
+
+    /// With several control-plane nodes, kind puts a load balancer in front of their API
+    /// servers, and the kubelets reach them through it: find its address (a partition between a
+    /// node and the API servers drops the node's packets to it too). Why not, if it is not found.
+    pub(crate) fn find_load_balancer(&mut self) -> Result<(), String> {
+        let cp = self.control_plane();
+        if self.provider != Provider::Kind || cp.len() < 2 {
+            return Ok(());
+        }
+        // kind labels its containers with their cluster's name, and names the load balancer
+        // CLUSTER-external-load-balancer.
+        let node = cp[0].name.clone();
+        let cluster = self
+            .docker
+            .run(&[
+                s("inspect"),
+                s("-f"),
+                format!("{{{{index .Config.Labels \"{KIND_CLUSTER_LABEL}\"}}}}"),
+                node.clone(),
+            ])
+            .map_err(|e| kubechaos_core::error::chain(&e))?;
+        let cluster = cluster.trim();
+        if cluster.is_empty() || cluster == "<no value>" {
+            return Err(format!(
+                "node container {node} carries no {KIND_CLUSTER_LABEL} label, as kind's do"
+            ));
+        }
+        let container = format!("{cluster}-external-load-balancer");
+        let out = self
+            .docker
+            .run(&[
+                s("inspect"),
+                s("-f"),
+                s("{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"),
+                container.clone(),
+            ])
+            .map_err(|e| kubechaos_core::error::chain(&e))?;
+        match out.split_whitespace().next() {
+            Some(ip) => {
+                self.load_balancer = Some(ip.to_owned());
+                Ok(())
+            }
+            None => Err(format!(
+                "kind's load balancer {container} has no address on a docker network"
+            )),
+        }
+    }
+
+    /// The etcd member leading raft now (`etcd/leader`): the one whose node's etcd says
+    /// `etcd_server_is_leader 1` in its metrics. kind only.
+    pub(crate) fn etcd_leader(&self) -> Option<String> {
+        if self.provider != Provider::Kind {
+            return None;
+        }
+        self.control_plane().iter().enumerate().find_map(|(i, n)| {
+            let out = self
+                .docker
+                .run(&[
+                    s("exec"),
+                    n.name.clone(),
+                    s("curl"),
+                    s("-s"),
+                    s("--max-time"),
+                    s("2"),
+                    s(ETCD_METRICS),
+                ])
+                .ok()?;
+            out.lines()
+                .any(|l| l.trim() == "etcd_server_is_leader 1")
+                .then(|| {
+                    kubechaos_core::scenario::member_name(
+                        crate::backend::driver::ETCD,
+                        i as u32,
+                        self.etcd_members,
+                    )
+                })
+        })
     }
 
     /// The control-plane nodes, by name.
@@ -190,9 +356,13 @@ impl Machines {
 
     /// The process names the driver may touch: the control plane's and the nodes'.
     pub(crate) fn processes(&self) -> Vec<String> {
-        let mut out = vec![s(crate::backend::driver::API_SERVER)];
+        use kubechaos_core::scenario::member_names;
+        let mut out = member_names(crate::backend::driver::API_SERVER, self.api_servers);
         if self.provider == Provider::Kind {
-            out.push(s(crate::backend::driver::ETCD));
+            out.extend(member_names(
+                crate::backend::driver::ETCD,
+                self.etcd_members,
+            ));
             for c in Component::ALL {
                 for i in 0..self.control_plane().len() {
                     out.push(kubechaos_core::scenario::validate::process_name(
@@ -232,14 +402,25 @@ impl Machines {
         self.docker(vec![s("exec"), s(node), s("sh"), s("-c"), script])
     }
 
+    /// The control-plane nodes: every one (`None`), or the Nth.
+    fn control_plane_of(&self, which: Option<usize>) -> Vec<&NodeMachine> {
+        let cp = self.control_plane();
+        match which {
+            None => cp,
+            Some(i) => cp.get(i).copied().into_iter().collect(),
+        }
+    }
+
     /// `(node, static pod)` pairs a process name stands for on kind.
     fn static_pods(&self, name: &str) -> Vec<(String, &'static str)> {
         let cp = self.control_plane();
-        let all = |pod| cp.iter().map(|n| (n.name.clone(), pod)).collect();
-        match name {
-            crate::backend::driver::API_SERVER => all("kube-apiserver"),
-            crate::backend::driver::ETCD => all("etcd"),
-            _ => Component::ALL
+        match service_of(name) {
+            Some((service, which)) => self
+                .control_plane_of(which)
+                .iter()
+                .map(|n| (n.name.clone(), service.pod()))
+                .collect(),
+            None => Component::ALL
                 .into_iter()
                 .find_map(|c| {
                     let i: usize = name
@@ -253,8 +434,10 @@ impl Machines {
         }
     }
 
-    fn servers(&self) -> Vec<String> {
-        self.control_plane()
+    /// The k3s server containers an `api-server` process name stands for.
+    fn servers(&self, name: &str) -> Vec<String> {
+        let which = service_of(name).and_then(|(_, which)| which);
+        self.control_plane_of(which)
             .iter()
             .map(|n| n.name.clone())
             .collect()
@@ -299,7 +482,7 @@ impl Machines {
                 }
             }
             Provider::K3s => {
-                for node in self.servers() {
+                for node in self.servers(name) {
                     let args = if graceful {
                         vec![s("stop"), s("-t"), s("30"), node.clone()]
                     } else {
@@ -326,7 +509,7 @@ impl Machines {
                     .map(|(node, pod)| Change::Held { node, pod })
                     .collect(),
                 _ => self
-                    .servers()
+                    .servers(name)
                     .into_iter()
                     .map(|node| Change::Stopped { node })
                     .collect(),
@@ -342,19 +525,14 @@ impl Machines {
     }
 
     fn ends(&self, name: &str) -> Vec<End> {
-        let service = match name {
-            crate::backend::driver::API_SERVER => Some(API_SERVER_PORT),
-            crate::backend::driver::ETCD => Some("2379:2380"),
-            _ => None,
-        };
-        match service {
-            Some(ports) => self
-                .control_plane()
+        match service_of(name) {
+            Some((service, which)) => self
+                .control_plane_of(which)
                 .iter()
                 .map(|n| End {
                     node: n.name.clone(),
                     ip: n.ip.clone(),
-                    ports: Some(ports),
+                    service: Some(service),
                 })
                 .collect(),
             None => self
@@ -364,7 +542,7 @@ impl Machines {
                 .map(|n| End {
                     node: n.name.clone(),
                     ip: n.ip.clone(),
-                    ports: None,
+                    service: None,
                 })
                 .collect(),
         }
@@ -373,20 +551,66 @@ impl Machines {
     /// The iptables rules (in the sender's container) that drop traffic from `from` to `to`.
     fn rules(&self, from: &str, to: &str) -> Vec<(String, Vec<String>)> {
         let mut out = Vec::new();
+        let mut push = |node: &str, mut rule: Vec<String>| {
+            rule.extend(drop_marked());
+            out.push((node.to_owned(), rule));
+        };
         for f in self.ends(from) {
             for t in self.ends(to) {
-                if f.node == t.node {
+                match (f.service, t.service) {
+                    // An API server and its node's etcd member talk over the node's loopback
+                    // (kubeadm's stacked etcd); nothing flows between an API server and another
+                    // node's member.
+                    (Some(a), Some(b)) if a != b => {
+                        if f.node == t.node {
+                            let port = if b == Service::Etcd {
+                                "--dport"
+                            } else {
+                                "--sport"
+                            };
+                            push(
+                                &f.node,
+                                [
+                                    "OUTPUT",
+                                    "-d",
+                                    "127.0.0.1",
+                                    "-p",
+                                    "tcp",
+                                    port,
+                                    ETCD_CLIENT_PORT,
+                                ]
+                                .map(s)
+                                .to_vec(),
+                            );
+                        }
+                    }
                     // One network namespace: nothing between them to cut.
-                    continue;
+                    _ if f.node == t.node => {}
+                    _ => {
+                        let mut rule = vec![s("OUTPUT"), s("-d"), t.ip.clone()];
+                        match (t.service, f.service) {
+                            (Some(p), _) => {
+                                rule.extend([s("-p"), s("tcp"), s("--dport"), s(p.ports())])
+                            }
+                            (None, Some(p)) => {
+                                rule.extend([s("-p"), s("tcp"), s("--sport"), s(p.ports())])
+                            }
+                            (None, None) => {}
+                        }
+                        push(&f.node, rule);
+                    }
                 }
-                let mut rule = vec![s("OUTPUT"), s("-d"), t.ip.clone()];
-                match (t.ports, f.ports) {
-                    (Some(p), _) => rule.extend([s("-p"), s("tcp"), s("--dport"), s(p)]),
-                    (None, Some(p)) => rule.extend([s("-p"), s("tcp"), s("--sport"), s(p)]),
-                    (None, None) => {}
-                }
-                rule.extend(drop_marked());
-                out.push((f.node.clone(), rule));
+            }
+            // A node reaches the API servers through kind's load balancer, when there is one.
+            if let (None, Some((Service::ApiServer, _)), Some(lb)) =
+                (f.service, service_of(to), &self.load_balancer)
+            {
+                push(
+                    &f.node,
+                    ["OUTPUT", "-d", lb, "-p", "tcp", "--dport", API_SERVER_PORT]
+                        .map(s)
+                        .to_vec(),
+                );
             }
         }
         out
@@ -614,7 +838,7 @@ pub(crate) fn describe(
         Action::Kill(_) | Action::Remove(_) | Action::Start(_) => return None,
         Action::Partition(p) => (
             format!(
-                "iptables -I OUTPUT ... -m comment --comment {RULE_COMMENT} -j DROP in the sending node container(s) ({} {} {}: api-server = tcp 6443, etcd = tcp 2379:2380 of the control-plane nodes)",
+                "iptables -I OUTPUT ... -m comment --comment {RULE_COMMENT} -j DROP in the sending node container(s) ({} {} {}: api-server = tcp 6443 of the control-plane nodes and of kind's load balancer, etcd = tcp 2379:2380 of the control-plane nodes; an API server and etcd = tcp 127.0.0.1:2379 in its node, kubeadm's stacked etcd)",
                 p.a,
                 if p.oneway { "->" } else { "<->" },
                 p.b
@@ -635,13 +859,18 @@ mod tests {
 
     /// A recording stand-in for the docker CLI: appends its arguments, one call a line, to a log.
     pub(crate) fn stand_in() -> (tempfile::TempDir, Docker, PathBuf) {
+        stand_in_answering("")
+    }
+
+    /// The recording stand-in, which then runs `answer` (shell, with the arguments in `$@`).
+    fn stand_in_answering(answer: &str) -> (tempfile::TempDir, Docker, PathBuf) {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("docker.log");
         let bin = dir.path().join("docker");
         std::fs::write(
             &bin,
             format!(
-                "#!/bin/sh\n[ \"$1\" = __ready ] && exit 0\nprintf '%s\\n' \"$*\" >> {}\n",
+                "#!/bin/sh\n[ \"$1\" = __ready ] && exit 0\nprintf '%s\\n' \"$*\" >> {}\n{answer}\n",
                 log.display()
             ),
         )
@@ -675,6 +904,23 @@ mod tests {
                 control_plane: true,
             },
         ]
+    }
+
+    /// kind with three control-plane nodes (as kind names them) and a worker.
+    fn kind_ha_nodes() -> Vec<NodeMachine> {
+        let mut nodes = vec![NodeMachine {
+            name: "chaos-worker".into(),
+            ip: "172.18.0.5".into(),
+            control_plane: false,
+        }];
+        for (i, suffix) in ["", "2", "3"].into_iter().enumerate() {
+            nodes.push(NodeMachine {
+                name: format!("chaos-control-plane{suffix}"),
+                ip: format!("172.18.0.{}", i + 2),
+                control_plane: true,
+            });
+        }
+        nodes
     }
 
     fn calls(log: &std::path::Path) -> Vec<String> {
@@ -881,5 +1127,175 @@ mod tests {
             restored[0].starts_with("removed the iptables rule `FORWARD -d 10.244.1.7"),
             "{restored:?}"
         );
+    }
+
+    /// An API server and its node's etcd member talk over that node's loopback (kubeadm's
+    /// stacked etcd): a cut between them is a rule there, with one control-plane node (it was
+    /// once no rule at all) as with several; nothing is cut between an API server and another
+    /// node's member (raft's traffic between members is left alone).
+    #[test]
+    fn an_api_server_is_cut_off_from_its_etcd_member_on_its_nodes_loopback() {
+        let (_dir, docker, log) = stand_in();
+        let mut m = Machines::new(Provider::Kind, kind_nodes(), docker);
+        m.cut("api-server", "etcd");
+        m.cut("etcd", "api-server");
+        m.mend("api-server", "etcd");
+        let restored = m.restore();
+        let rule = |op: &str, port: &str| {
+            format!("exec chaos-control-plane iptables {op} OUTPUT -d 127.0.0.1 -p tcp {port} 2379 -m comment --comment kubechaos -j DROP")
+        };
+        assert_eq!(
+            calls(&log),
+            [
+                rule("-I", "--dport"),
+                rule("-I", "--sport"),
+                rule("-D", "--dport"),
+                rule("-D", "--sport"),
+            ]
+        );
+        assert_eq!(restored.len(), 1, "{restored:?}");
+
+        let (_dir, docker, log) = stand_in();
+        let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker).counting(3, 3);
+        for member in ["etcd-0", "etcd-1", "etcd-2"] {
+            m.cut("api-server-1", member);
+            m.cut(member, "api-server-1");
+        }
+        assert_eq!(
+            calls(&log),
+            [
+                "exec chaos-control-plane2 iptables -I OUTPUT -d 127.0.0.1 -p tcp --dport 2379 -m comment --comment kubechaos -j DROP",
+                "exec chaos-control-plane2 iptables -I OUTPUT -d 127.0.0.1 -p tcp --sport 2379 -m comment --comment kubechaos -j DROP",
+            ]
+        );
+    }
+
+    /// With several control-plane nodes, `api-server-N`, `etcd-N` and the components' replica N
+    /// are the Nth control-plane node's (by name); `api-server` is every node's.
+    #[test]
+    fn the_nth_api_server_and_etcd_member_are_the_nth_control_plane_nodes() {
+        let (_dir, docker, log) = stand_in();
+        let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker).counting(3, 3);
+        assert_eq!(
+            m.processes(),
+            [
+                "api-server-0",
+                "api-server-1",
+                "api-server-2",
+                "etcd-0",
+                "etcd-1",
+                "etcd-2",
+                "kube-scheduler-0",
+                "kube-scheduler-1",
+                "kube-scheduler-2",
+                "kube-controller-manager-0",
+                "kube-controller-manager-1",
+                "kube-controller-manager-2",
+                "chaos-control-plane",
+                "chaos-control-plane2",
+                "chaos-control-plane3",
+                "chaos-worker",
+            ]
+        );
+        m.stop("api-server-1", false, true);
+        m.stop("etcd-2", false, true);
+        m.start("api-server-1");
+        m.restore();
+        let held = |node: &str, pod: &str| {
+            format!("exec {node} sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/{pod}.yaml /etc/kubernetes/kubechaos-held/{pod}.yaml && crictl ps -q --name '^{pod}$' | xargs -r crictl stop --timeout 0")
+        };
+        let back = |node: &str, pod: &str| {
+            format!("exec {node} sh -c mv /etc/kubernetes/kubechaos-held/{pod}.yaml /etc/kubernetes/manifests/{pod}.yaml")
+        };
+        assert_eq!(
+            calls(&log),
+            [
+                held("chaos-control-plane2", "kube-apiserver"),
+                held("chaos-control-plane3", "etcd"),
+                back("chaos-control-plane2", "kube-apiserver"),
+                back("chaos-control-plane3", "etcd"),
+            ]
+        );
+        // Counted as one (the default), the API server is every node's.
+        let (_dir, docker, log) = stand_in();
+        let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker);
+        m.stop("api-server", false, false);
+        assert_eq!(calls(&log).len(), 3);
+    }
+
+    /// kind's load balancer is found by its container's name and its address dropped from a
+    /// node cut off from the API servers, once for the node; `etcd/leader` is the member whose
+    /// metrics say it leads.
+    #[test]
+    fn a_node_is_cut_off_from_kinds_load_balancer_and_the_etcd_leader_is_read_from_metrics() {
+        let (_dir, docker, log) = stand_in_answering(
+            r#"case "$1 $2" in
+  "inspect -f") case "$*" in
+      *chaos-external-load-balancer) echo "172.18.0.9 " ;;
+      *"io.x-k8s.kind.cluster"*chaos-control-plane) echo chaos ;;
+    esac ;;
+  "exec chaos-control-plane3") printf 'etcd_server_has_leader 1\netcd_server_is_leader 1\n' ;;
+  "exec "*) printf 'etcd_server_has_leader 1\netcd_server_is_leader 0\n' ;;
+esac"#,
+        );
+        let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker).counting(3, 3);
+        m.find_load_balancer().unwrap();
+        assert_eq!(m.etcd_leader().as_deref(), Some("etcd-2"));
+        for api in ["api-server-0", "api-server-1", "api-server-2"] {
+            m.cut("chaos-worker", api);
+        }
+        let c = calls(&log);
+        assert_eq!(
+            c[..2],
+            [
+                r#"inspect -f {{index .Config.Labels "io.x-k8s.kind.cluster"}} chaos-control-plane"#,
+                "inspect -f {{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}} chaos-external-load-balancer"
+            ]
+        );
+        assert_eq!(
+            c[2],
+            "exec chaos-control-plane curl -s --max-time 2 http://127.0.0.1:2381/metrics"
+        );
+        let cuts: Vec<&String> = c.iter().filter(|l| l.contains("iptables")).collect();
+        let rule = |ip: &str| {
+            format!("exec chaos-worker iptables -I OUTPUT -d {ip} -p tcp --dport 6443 -m comment --comment kubechaos -j DROP")
+        };
+        assert_eq!(
+            cuts,
+            [
+                &rule("172.18.0.2"),
+                &rule("172.18.0.9"),
+                &rule("172.18.0.3"),
+                &rule("172.18.0.9"),
+                &rule("172.18.0.4"),
+                &rule("172.18.0.9"),
+            ]
+        );
+        // Every copy goes at the end.
+        assert_eq!(m.restore().len(), 6);
+        // One control-plane node: no load balancer to find.
+        let (_dir, docker, log) = stand_in();
+        let mut single = Machines::new(Provider::Kind, kind_nodes(), docker);
+        single.find_load_balancer().unwrap();
+        assert!(calls(&log).is_empty());
+        // Containers that are not kind's: said, before anything is touched.
+        let (_dir, docker, _log) = stand_in();
+        let mut other = Machines::new(Provider::Kind, kind_ha_nodes(), docker);
+        let why = other.find_load_balancer().unwrap_err();
+        assert!(
+            why.contains(
+                "node container chaos-control-plane carries no io.x-k8s.kind.cluster label"
+            ),
+            "{why}"
+        );
+    }
+
+    /// A command that writes more than a pipe holds (an etcd's metrics are hundreds of KB) is
+    /// read while it runs: it once waited for a reader until the 60 s timeout killed it.
+    #[test]
+    fn a_command_with_much_output_is_read_while_it_runs() {
+        let (_dir, docker, _log) = stand_in_answering("head -c 1000000 /dev/zero | tr '\\0' x");
+        let out = docker.run(&[s("exec"), s("node"), s("curl")]).unwrap();
+        assert_eq!(out.len(), 1_000_000);
     }
 }

@@ -239,6 +239,9 @@ impl World for KubeWorld {
     fn api_errors(&mut self, _: &[(usize, kubechaos_core::scenario::ApiErrors)]) {
         // Refused before the run (the provider check).
     }
+    fn etcd_leader(&mut self) -> Option<String> {
+        self.machines.as_ref()?.etcd_leader()
+    }
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
         let client = self.client.clone();
         self.rt
@@ -356,7 +359,41 @@ pub(crate) fn cluster_check(
             v.join(", ")
         }
     };
+    // One API server and (kind: kubeadm's stacked etcd) one etcd member on each control-plane
+    // node: a scenario that counts several must count this cluster's.
+    let counts = [
+        ("api-servers", s.cluster.api_servers, "API server", true),
+        (
+            "etcd.members",
+            s.cluster.etcd.members,
+            "etcd member",
+            provider == Provider::Kind,
+        ),
+    ];
+    for (key, n, what, counted) in counts {
+        if counted && n > 1 && n as usize != cp.len() && provider != Provider::Generic {
+            problems.push((s.cluster.topology_pos, format!(
+                "`cluster.{key}: {n}`: on {} each control-plane node runs one {what}, and this cluster has {} ({}); expected `cluster.{key}: {}`{}",
+                provider.name(), cp.len(), list(&cp), cp.len().max(1),
+                if cp.len() <= 1 { " (or none: 1 is the default)" } else { "" }
+            )));
+        }
+    }
     for step in &s.faults {
+        // Through kind's load balancer, an API server's answers to a node cannot be stopped one
+        // way (they leave the control-plane node for the load balancer, not for the node).
+        if let Action::Partition(p) = &step.action {
+            if provider == Provider::Kind
+                && cp.len() > 1
+                && p.oneway
+                && matches!((&p.a, &p.b), (Target::ApiServer(_), Target::Node(_)))
+            {
+                problems.push((step.pos, format!(
+                    "`{}`: on kind with several control-plane nodes the nodes reach the API servers through kind's load balancer, and the API servers' packets go to it, not to the node: they cannot be dropped one way; expected a two-way partition, or `{{from: {}, to: {}}}`",
+                    step.action, p.b, p.a
+                )));
+            }
+        }
         let mut targets = step.action.targets();
         // An agent's steps are done at its proxy or in its pod's node; the rest of the machine
         // steps act on (or between) the control-plane nodes.
@@ -548,8 +585,14 @@ impl Kube {
                 problems,
             });
         }
-        let machines = matches!(provider, Provider::Kind | Provider::K3s)
-            .then(|| Machines::new(provider, machines, Docker::default()));
+        let mut machines = matches!(provider, Provider::Kind | Provider::K3s).then(|| {
+            Machines::new(provider, machines, Docker::default())
+                .counting(s.cluster.api_servers, s.cluster.etcd.members)
+        });
+        if let Some(m) = machines.as_mut() {
+            m.find_load_balancer()
+                .map_err(|what| KubeError::LoadBalancer { what })?;
+        }
 
         let namespaces = Api::<Namespace>::all(client.clone());
         self.created_namespace = rt
@@ -1134,6 +1177,102 @@ async fn restore(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn machines(control_planes: usize) -> Vec<NodeMachine> {
+        let mut nodes: Vec<NodeMachine> = (0..control_planes)
+            .map(|i| NodeMachine {
+                name: format!(
+                    "chaos-control-plane{}",
+                    if i == 0 {
+                        String::new()
+                    } else {
+                        (i + 1).to_string()
+                    }
+                ),
+                ip: format!("172.18.0.{}", i + 2),
+                control_plane: true,
+            })
+            .collect();
+        nodes.push(NodeMachine {
+            name: "chaos-worker".into(),
+            ip: "172.18.0.9".into(),
+            control_plane: false,
+        });
+        nodes
+    }
+
+    /// Every problem of a scenario on a provider, before and after the nodes are read.
+    fn problems(yaml: &str, provider: Provider, control_planes: usize) -> Vec<String> {
+        let s = kubechaos_core::scenario::parse(std::path::Path::new("ha.yaml"), yaml.as_bytes())
+            .expect("parses");
+        let mut p = check(&s, provider);
+        p.extend(cluster_check(&s, &machines(control_planes), provider));
+        p.into_iter()
+            .map(|(pos, why)| format!("{pos}: {why}"))
+            .collect()
+    }
+
+    /// kind runs one API server and one etcd member on each control-plane node: a scenario that
+    /// counts several must count this cluster's; what kind cannot aim (one member cut off from
+    /// the API servers, a node from one API server behind its load balancer, an API server's
+    /// answers to a node one way) is refused with what to write instead; k3s and the generic
+    /// provider refuse what they cannot tell or touch.
+    #[test]
+    fn several_api_servers_and_members_are_checked_against_the_control_plane_nodes() {
+        let ha = "name: ha
+cluster: {api-servers: 3, etcd: {members: 3}, components: {kube-scheduler: {replicas: 3}}}
+faults:
+  - {at: 1s, kill: api-server/1}
+  - {at: 2s, partition: [api-server/1, etcd], for: 5s}
+  - {at: 3s, remove: etcd/leader, for: 5s}
+  - {at: 4s, partition: [node/chaos-worker, api-server], for: 1s}
+";
+        assert_eq!(problems(ha, Provider::Kind, 3), Vec::<String>::new());
+        let one = problems(ha, Provider::Kind, 1);
+        assert_eq!(one.len(), 2, "{one:?}");
+        assert!(one[0].starts_with("2:11: `cluster.api-servers: 3`: on kind each control-plane node runs one API server, and this cluster has 1 (chaos-control-plane); expected `cluster.api-servers: 1` (or none: 1 is the default)"), "{one:?}");
+        assert!(
+            one[1].contains(
+                "`cluster.etcd.members: 3`: on kind each control-plane node runs one etcd member"
+            ),
+            "{one:?}"
+        );
+
+        let aimed = "name: ha
+cluster: {api-servers: 3, etcd: {members: 3}}
+faults:
+  - {at: 1s, partition: [api-server, etcd/2], for: 5s}
+  - {at: 2s, partition: [node/chaos-worker, api-server/1], for: 5s}
+  - {at: 3s, partition: {from: api-server, to: node/chaos-worker}, for: 5s}
+  - {at: 4s, partition: [etcd/0, etcd/1], for: 5s}
+";
+        let refused = problems(aimed, Provider::Kind, 3);
+        assert_eq!(refused.len(), 4, "{refused:?}");
+        assert!(refused[0].starts_with("4:5: `partition: [api-server, etcd/2]`: kind runs kubeadm's stacked etcd: each API server reaches only the member on its own node"), "{refused:?}");
+        assert!(refused[1].starts_with("5:5: `partition: [node/chaos-worker, api-server/1]`: on kind with several control-plane nodes a node's kubelet reaches the API servers through kind's load balancer"), "{refused:?}");
+        assert!(
+            refused[2].starts_with("7:5: `partition: [etcd/0, etcd/1]`: between etcd members"),
+            "{refused:?}"
+        );
+        assert!(refused[3].starts_with("6:5: `partition: {from: api-server, to: node/chaos-worker}`: on kind with several control-plane nodes the nodes reach the API servers through kind's load balancer"), "{refused:?}");
+
+        let generic = problems(ha, Provider::Generic, 3);
+        assert!(generic.iter().any(|p| p.starts_with("2:11: `cluster.api-servers: 3` and `cluster.etcd.members: 3`: the generic provider reaches only the API")), "{generic:?}");
+        let k3s = problems(ha, Provider::K3s, 3);
+        assert!(k3s.iter().any(|p| p.starts_with("2:11: `cluster.api-servers: 3` and `cluster.etcd.members: 3`: k3s keeps its datastore inside each server process")), "{k3s:?}");
+        assert!(
+            k3s.iter().any(|p| p.starts_with(
+                "4:5: `kill: api-server/1`: k3s runs each API server inside its server process"
+            )),
+            "{k3s:?}"
+        );
+        let k3s_servers = problems(
+            "name: ha\ncluster: {api-servers: 3}\nfaults:\n  - {at: 1s, api-server: restart}\n",
+            Provider::K3s,
+            3,
+        );
+        assert_eq!(k3s_servers, Vec::<String>::new());
+    }
 
     #[test]
     fn the_guard_lets_only_disposable_or_named_contexts_through() {

@@ -21,7 +21,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use kubechaos_core::scenario::{Action, Pos, Scenario, Selector, Target};
+use kubechaos_core::scenario::{Action, Partition, Pos, Scenario, Selector, Target};
 
 /// Which provider, as `--provider` names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -117,10 +117,10 @@ impl Provider {
         }
         match self {
             Provider::Kind => out.extend([
-                "api-server and etcd: stop, crash, start, restart (the static pods of every control-plane node)",
+                "api-server and etcd: stop, crash, start, restart (the static pods of every control-plane node); with several control-plane nodes, api-server/N and etcd/N are the Nth node's (kill, remove, start) and etcd/leader the member whose metrics say it leads",
                 "kill, remove, start of kube-scheduler and kube-controller-manager (replica N = the Nth control-plane node by name; /leader)",
                 "kill, remove, start of node/NAME (docker pause, unpause)",
-                "partition and heal between node/NAME, api-server and etcd (iptables in the node containers)",
+                "partition and heal between node/NAME, api-server and etcd (iptables in the node containers; a node's packets to kind's load balancer too), and between api-server[/N] and etcd (iptables on the node's loopback: kubeadm's stacked etcd)",
             ]),
             Provider::K3s | Provider::K3sContainer => out.extend([
                 "api-server: stop, crash, start, restart (the k3s server containers: API server, scheduler, controller-manager, datastore and the server's kubelet together)",
@@ -190,6 +190,9 @@ impl Provider {
             (Provider::K3s | Provider::K3sContainer, Target::Etcd(_)) => Some(
                 "k3s keeps its datastore inside the server process: use `api-server`".to_owned(),
             ),
+            (Provider::K3s | Provider::K3sContainer, Target::ApiServer(Selector::Index(_))) => Some(
+                "k3s runs each API server inside its server process, with the scheduler, controller-manager and datastore: one of them cannot be stopped or cut off alone; expected `api-server` (every server) or `node/NAME` (one server's container paused)".to_owned(),
+            ),
             (Provider::K3s | Provider::K3sContainer, Target::ApiServer(_) | Target::Node(_)) => None,
         }
     }
@@ -231,7 +234,12 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
             }
             continue;
         }
-        if let Some(why) = provider.refusal(&step.action) {
+        let refused = match &step.action {
+            Action::Partition(p) => ha_partition_refusal(s, provider, p),
+            _ => None,
+        }
+        .or_else(|| provider.refusal(&step.action));
+        if let Some(why) = refused {
             problems.push((
                 step.pos,
                 format!(
@@ -245,10 +253,56 @@ pub(crate) fn check(s: &Scenario, provider: Provider) -> Vec<(Pos, String)> {
     if s.cluster.self_hosted {
         problems.push((s.source.name_pos, "`cluster.self-hosted: true` describes a cluster that kubechaos builds (sim, local); an existing cluster is what it is: expected no `self-hosted` on `--backend kube`".to_owned()));
     }
-    if s.cluster.api_servers > 1 || s.cluster.etcd.members > 1 {
-        problems.push((s.cluster.topology_pos, format!("`cluster.api-servers: {}` and `cluster.etcd.members: {}`: the kube backend does not yet check an existing cluster's API servers and etcd members, nor target one of them; expected the defaults (1) on `--backend kube`, or `--backend sim`", s.cluster.api_servers, s.cluster.etcd.members)));
+    if let Some(why) = topology_refusal(s, provider) {
+        problems.push((s.cluster.topology_pos, why));
     }
     problems
+}
+
+/// What a provider cannot tell of the scenario's API servers and etcd members. The counts
+/// themselves are checked against the control-plane nodes once they are read
+/// ([`super::cluster_check`]).
+fn topology_refusal(s: &Scenario, provider: Provider) -> Option<String> {
+    let (api, members) = (s.cluster.api_servers, s.cluster.etcd.members);
+    let said = match (api > 1, members > 1) {
+        (true, true) => {
+            format!("`cluster.api-servers: {api}` and `cluster.etcd.members: {members}`")
+        }
+        (true, false) => format!("`cluster.api-servers: {api}`"),
+        (false, true) => format!("`cluster.etcd.members: {members}`"),
+        (false, false) => return None,
+    };
+    match provider {
+        Provider::Generic => Some(format!("{said}: the generic provider reaches only the API, and cannot tell how many API servers and etcd members the cluster runs nor touch one of them; expected the defaults (1) on this cluster, or a provider that reaches its machines (kind)")),
+        Provider::K3s | Provider::K3sContainer if members > 1 => Some(format!("{said}: k3s keeps its datastore inside each server process (embedded etcd, SQLite or an external database): kubechaos cannot tell or touch its members; expected no `cluster.etcd` on k3s (`cluster.api-servers` counts the k3s servers)")),
+        _ => None,
+    }
+}
+
+/// Why a provider cannot carry out a partition with a meaning of its own on a cluster of several
+/// API servers or etcd members, if it cannot.
+fn ha_partition_refusal(s: &Scenario, provider: Provider, p: &Partition) -> Option<String> {
+    let ends = [(&p.a, &p.b), (&p.b, &p.a)];
+    if matches!((&p.a, &p.b), (Target::Etcd(_), Target::Etcd(_))) {
+        return Some("between etcd members: kubechaos cuts raft's traffic between members on no backend (the sim models a member as up or down); expected a fault between the API servers and etcd (`partition: [api-server/1, etcd]`) or on a member (`remove: etcd/1`)".to_owned());
+    }
+    if provider != Provider::Kind {
+        return None;
+    }
+    if ends.iter().any(|(x, y)| {
+        matches!(x, Target::ApiServer(_))
+            && matches!(y, Target::Etcd(Selector::Index(_) | Selector::Leader))
+    }) {
+        return Some("kind runs kubeadm's stacked etcd: each API server reaches only the member on its own node (at 127.0.0.1:2379), so cutting one member off from the API servers would leave that node's API server without etcd, where on sim and local every API server keeps the other members; expected `partition: [api-server/N, etcd]` (API server N cut off from etcd) or `remove: etcd/N`".to_owned());
+    }
+    if s.cluster.api_servers > 1
+        && ends.iter().any(|(x, y)| {
+            matches!(x, Target::Node(_)) && matches!(y, Target::ApiServer(Selector::Index(_)))
+        })
+    {
+        return Some("on kind with several control-plane nodes a node's kubelet reaches the API servers through kind's load balancer, which hands each connection to any of them, so a partition between a node and one API server cannot be aimed; expected `partition: [node/NAME, api-server]`".to_owned());
+    }
+    None
 }
 
 #[cfg(test)]
