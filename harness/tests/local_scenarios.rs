@@ -250,6 +250,25 @@ fn the_trap_of_both_is_a_violation_on_both() {
     );
 }
 
+/// Two of three etcd members cut off from the API server (their bytes held, raft's quorum
+/// intact) hold the requests the API server's etcd client still sends them: the `give-up`
+/// agent loses its Lease for good on both (the sim once skipped the held members at once, and
+/// this trap passed there), and the correct build leads again after the heal on both.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn etcd_members_cut_off_from_the_api_server_hold_its_requests_on_both() {
+    std::thread::scope(|scope| {
+        let trap = scope.spawn(|| {
+            trapped(
+                "trap-etcd-members-cut",
+                "FAIL  leader-reacquired default/agent-lock: lease default/agent-lock was not re-acquired",
+            )
+        });
+        agree_and_pass("harness/tests/fixtures/etcd-members-cut.yaml");
+        trap.join().unwrap();
+    });
+}
+
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn slow_api_server_agrees() {

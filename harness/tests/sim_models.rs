@@ -158,6 +158,60 @@ expect:
     assert!(took(one, 1) < 900, "{}", took(one, 1));
 }
 
+/// etcd members cut off from the API server (their bytes held) are not members that are down:
+/// the API server's etcd client keeps its connections to them until its keepalive gives up
+/// (40 s), and the requests it sends there wait for the heal. On the local control plane, two of
+/// three members cut off for 35 s cost the `give-up` agent its Lease for good; the sim once
+/// moved every request to the member left at once, and the trap passed. Pinned at 12 seeds: the
+/// trap fails and the correct build passes; and once the keepalive has given the held
+/// connections up, requests flow through the member left.
+#[test]
+fn members_cut_off_from_the_api_server_hold_its_requests_until_the_keepalive_gives_up() {
+    let fixture = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(format!("{name}.yaml"));
+        scenario::parse(&path, &std::fs::read(&path).unwrap()).expect("valid fixture")
+    };
+    let (trap, correct) = (
+        fixture("trap-etcd-members-cut"),
+        fixture("etcd-members-cut"),
+    );
+    // Cut for 90 s: 45 s in, the keepalive has given the held connections up, and a probe is
+    // created at once through the member left (the local control plane: created 0.1 s after 55 s;
+    // one made at 45 s waited there until 55.1 s).
+    let later = scenario::parse(
+        Path::new("t.yaml"),
+        b"name: t
+cluster: {nodes: 2, etcd: {members: 3}, components: {kube-scheduler: {replicas: 1}}}
+faults:
+  - {at: 10s, partition: [api-server, etcd/1], for: 90s}
+  - {at: 10s, partition: [api-server, etcd/2], for: 90s}
+  - {at: 55s, id: a55, for: 1s, delay: {from: node/node-1, to: api-server, latency: 1ms}}
+expect:
+  - schedulable: {within: 40s, after: a55}
+duration: 2m
+",
+    )
+    .expect("valid scenario");
+    for seed in 1..=12 {
+        let verdicts = |s: &scenario::Scenario| judge(s, &sim(s, seed).expect("sim runs").events);
+        let v = verdicts(&trap);
+        assert!(!v[0].held, "seed {seed}: the trap held: {}", v[0].message);
+        let v = verdicts(&correct);
+        assert!(v[0].held, "seed {seed}: {}", v[0].message);
+        let events = sim(&later, seed).expect("sim runs").events;
+        let created = events
+            .iter()
+            .find(|e| matches!(e.kind, EventKind::ProbeCreated { .. }))
+            .map(|e| e.t_ms);
+        assert!(
+            created.is_some_and(|t| (55_000..56_000).contains(&t)),
+            "seed {seed}: the probe made at 55 s was created at {created:?} ms"
+        );
+    }
+}
+
 #[test]
 fn cutting_the_api_server_off_etcd_is_an_outage_too() {
     let (events, verdicts) = play(

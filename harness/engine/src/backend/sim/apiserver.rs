@@ -8,11 +8,14 @@
 //! simulated network carries every exchange whole within its client's 5s timeout. The watcher
 //! resumes from the last resourceVersion it saw, as it does when a real API server ends a watch.
 //!
-//! When etcd is down, cut off from the API server, without a quorum or electing a leader, every
-//! request waits for it: it is served if etcd is back within [`ETCD_TIMEOUT`] (as a request that
-//! TCP or etcd's client held goes through once the way is open), and fails with 500
-//! `etcdserver: request timed out` otherwise, as kube-apiserver answers when its etcd client
-//! times out.
+//! When etcd is down, without a quorum or electing a leader, or no connection of the API
+//! server's etcd client is up, every request waits for it: it is served if etcd is back within
+//! [`ETCD_TIMEOUT`] (as a request that TCP or etcd's client held goes through once the way is
+//! open), and fails with 500 `etcdserver: request timed out` otherwise, as kube-apiserver
+//! answers when its etcd client times out. Otherwise each request goes to one of the members the
+//! client is connected to (clientv3 balances round robin over all the API server's requests;
+//! drawn, seeded, here), and waits there while a cut holds that connection's bytes
+//! ([`super::ETCD_KEEPALIVE`]: the client does not know yet).
 //!
 //! Links ([`Degraded`]): the API server is one end of every link that carries traffic, so it
 //! carries out [`crate::backend::link`]'s model for them all. A cut link between a client's host
@@ -61,9 +64,9 @@ pub struct ApiServer {
     pub(crate) links_changed: Arc<tokio::sync::Notify>,
     /// Its host (and process) name: `api-server`, or `api-server-N` of several.
     name: String,
-    /// The etcd member its etcd client talks to now (set by the simulation driver): the first
-    /// reachable member that is up, as etcd's client balances over its endpoints.
-    etcd_member: Arc<Mutex<String>>,
+    /// The etcd members its etcd client is connected to now (set by the simulation driver,
+    /// [`super::SimWorld`]'s `update_etcd`): each request goes to one of them.
+    etcd_members: Arc<Mutex<Vec<String>>>,
 }
 
 /// The degradation faults in effect on the simulated API server and its links.
@@ -74,6 +77,8 @@ pub struct Degraded {
     pub(crate) errors: Vec<(usize, ApiErrors)>,
     /// Every draw (delays, losses, error ratios), seeded: a run stays a function of its seed.
     rng: Rng,
+    /// Draws of the etcd member a request goes to, among several (seeded too).
+    members_rng: Rng,
 }
 
 impl Degraded {
@@ -83,6 +88,7 @@ impl Degraded {
             links: Default::default(),
             errors: Vec::new(),
             rng: Rng::new(seed, "degraded"),
+            members_rng: Rng::new(seed, "etcd-members"),
         }
     }
 
@@ -149,20 +155,20 @@ impl ApiServer {
             degraded,
             links_changed,
             name: API_HOST.to_owned(),
-            etcd_member: Arc::new(Mutex::new(ETCD.to_owned())),
+            etcd_members: Arc::new(Mutex::new(vec![ETCD.to_owned()])),
         }
     }
 
-    /// The same, as API server `name` of several, talking to etcd member `etcd_member`, its
-    /// watches woken by every write through any of them (`changed`).
+    /// The same, as API server `name` of several, connected to the etcd members
+    /// `etcd_members` says, its watches woken by every write through any of them (`changed`).
     pub(crate) fn named(
         mut self,
         name: &str,
-        etcd_member: Arc<Mutex<String>>,
+        etcd_members: Arc<Mutex<Vec<String>>>,
         changed: Arc<tokio::sync::Notify>,
     ) -> ApiServer {
         self.name = name.to_owned();
-        self.etcd_member = etcd_member;
+        self.etcd_members = etcd_members;
         self.changed = changed;
         self
     }
@@ -175,6 +181,25 @@ impl ApiServer {
             tokio::pin!(changed);
             changed.as_mut().enable();
             if self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Until its etcd client is no longer connected to `member`.
+    async fn given_up(&self, member: &str) {
+        loop {
+            let changed = self.links_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self
+                .etcd_members
+                .lock()
+                .expect("etcd members")
+                .iter()
+                .any(|m| m == member)
+            {
                 return;
             }
             changed.await;
@@ -338,11 +363,41 @@ impl ApiServer {
                 "etcdserver: request timed out",
             );
         }
-        // The round trip to etcd (a cut there is etcd unreachable, above).
-        let member = self.etcd_member.lock().expect("etcd member").clone();
-        if self.cross(&self.name, &member).await.is_err()
-            || self.cross(&member, &self.name).await.is_err()
-        {
+        // The round trip to etcd, over one of the connections: held while a cut stops its bytes,
+        // failed when the keepalive gives the connection up meanwhile. The real balancer takes
+        // the connections in turn over all of the API server's requests, its own background ones
+        // among them, so the one a client's request lands on is as good as drawn: drawn here
+        // (seeded), which also keeps a client whose requests keep a fixed rhythm from always
+        // landing on the same one in the simulation's lockstep.
+        let member = {
+            let members = self.etcd_members.lock().expect("etcd members").clone();
+            let i = if members.len() > 1 {
+                let draw = self
+                    .degraded
+                    .lock()
+                    .expect("degraded")
+                    .members_rng
+                    .next_f64();
+                ((draw * members.len() as f64) as usize).min(members.len() - 1)
+            } else {
+                0
+            };
+            members.get(i).cloned()
+        };
+        let answered = match member {
+            Some(member) => {
+                let round_trip = async {
+                    self.cross(&self.name, &member).await?;
+                    self.cross(&member, &self.name).await
+                };
+                tokio::select! {
+                    r = round_trip => r.is_ok(),
+                    () = self.given_up(&member) => false,
+                }
+            }
+            None => false,
+        };
+        if !answered {
             return status(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",

@@ -153,8 +153,13 @@ pub(crate) struct SimWorld<'a> {
     election: Option<Duration>,
     /// Draws of election times.
     etcd_rng: crate::clock::Rng,
-    /// Each API server: its name, whether it reaches an etcd quorum, the member it talks to.
-    apis: Vec<(String, Arc<AtomicBool>, Arc<Mutex<String>>)>,
+    /// Each API server's etcd client.
+    apis: Vec<EtcdClient>,
+    /// Since when (simulation time) each (API server, member) connection has been held by a
+    /// cut, until its keepalive gives it up ([`ETCD_KEEPALIVE`]).
+    etcd_held: std::collections::BTreeMap<(String, String), Duration>,
+    /// When the next held connection's keepalive gives it up.
+    etcd_wake: Option<Duration>,
     /// The API servers behind their one address.
     balancer: Arc<net::Balancer>,
     /// Cuts, delays, losses and API errors, shared with the API server.
@@ -164,11 +169,40 @@ pub(crate) struct SimWorld<'a> {
     commands: mpsc::UnboundedSender<Command>,
 }
 
+/// An API server's etcd client, as the simulation driver sets it and the API server uses it.
+pub(crate) struct EtcdClient {
+    /// The API server's name.
+    name: String,
+    /// It reaches an etcd quorum with a leader through a member it is connected to: requests are
+    /// served (see [`ApiServer`]).
+    ok: Arc<AtomicBool>,
+    /// And one of those connections answers (`/readyz`'s etcd check passes): what the balancer
+    /// in front of the observer asks.
+    ready: Arc<AtomicBool>,
+    /// The members it is connected to, in order: it sends each request to the next one.
+    members: Arc<Mutex<Vec<String>>>,
+}
+
+/// How long after a cut stops every byte between an API server and an etcd member its etcd
+/// client gives the connection up: kube-apiserver's gRPC keepalive to etcd pings after 30 s
+/// without a byte received and waits 10 s for the answer. Until then the connection is up as far
+/// as the client knows, and each request sent over it waits for the cut to heal.
+pub(crate) const ETCD_KEEPALIVE: Duration = Duration::from_secs(40);
+
 impl SimWorld<'_> {
-    /// After a member or a link changed, or an election's time came: whether there is a quorum
-    /// (more than half the members up), who leads raft, and for each API server whether it
-    /// reaches a quorum with a leader through a member it is not cut off from (etcd's client
-    /// moves to the next endpoint), and which. The leader keeps leading while it is up and there
+    /// After a member or a link changed, an election's time came, or a held connection's
+    /// keepalive ran out: whether there is a quorum (more than half the members up), who leads
+    /// raft, and for each API server the members its etcd client is connected to and whether
+    /// it reaches a quorum with a leader through them.
+    ///
+    /// kube-apiserver's etcd client (clientv3: one gRPC connection to each endpoint in
+    /// `--etcd-servers`, requests balanced round robin over those that are connected) loses the
+    /// connection to a member that is down (refused) or behind a cut that resets at once, and
+    /// sends nothing there. A cut that only stops the bytes is not seen: the connection stays
+    /// up, and every request the balancer sends over it waits for the cut to heal, until the
+    /// keepalive gives it up ([`ETCD_KEEPALIVE`]); the requests then waiting fail. So one member
+    /// cut off from an API server stalls about one request in N through it, where a member that
+    /// is down stalls none. The leader keeps leading while it is up and there
     /// is a quorum. Without one (the leader gone, or the quorum just back), several members
     /// first elect one, as raft does: the survivors notice when their randomized election
     /// timeout runs out ([`election_time`]), and until then nothing is written or read through
@@ -200,29 +234,47 @@ impl SimWorld<'_> {
         }
         let elected = self.etcd_leader.is_some();
         let degraded = self.degraded.lock().expect("degraded");
-        let cut = |from: &String, to: &String| {
-            degraded
-                .links
-                .get(&(from.clone(), to.clone()))
-                .is_some_and(|s| s.cut)
-        };
-        for (api, ok, member) in &self.apis {
-            let reachable = self
-                .etcd
-                .iter()
-                .find(|(m, up)| *up && !cut(api, m) && !cut(m, api));
-            ok.store(quorum && elected && reachable.is_some(), Ordering::SeqCst);
-            if let Some((m, _)) = reachable {
-                *member.lock().expect("etcd member") = m.clone();
+        let link = |from: &String, to: &String| degraded.links.get(&(from.clone(), to.clone()));
+        let mut held = std::collections::BTreeMap::new();
+        self.etcd_wake = None;
+        for client in &self.apis {
+            let api = &client.name;
+            let mut connected = Vec::new();
+            let mut answering = false;
+            for (m, up) in &self.etcd {
+                let (there, back) = (link(api, m), link(m, api));
+                let reset = [there, back].iter().any(|l| l.is_some_and(|l| l.reset));
+                let cut = [there, back].iter().any(|l| l.is_some_and(|l| l.cut));
+                if !*up || reset {
+                    continue;
+                }
+                if cut {
+                    let key = (api.clone(), m.clone());
+                    let since = self.etcd_held.get(&key).copied().unwrap_or(now);
+                    held.insert(key, since);
+                    let gone = since + ETCD_KEEPALIVE;
+                    if now >= gone {
+                        continue;
+                    }
+                    self.etcd_wake = Some(self.etcd_wake.map_or(gone, |w| w.min(gone)));
+                } else {
+                    answering = true;
+                }
+                connected.push(m.clone());
             }
+            let ok = quorum && elected && !connected.is_empty();
+            client.ok.store(ok, Ordering::SeqCst);
+            client.ready.store(ok && answering, Ordering::SeqCst);
+            *client.members.lock().expect("etcd members") = connected;
         }
         drop(degraded);
+        self.etcd_held = held;
         // Requests waiting for etcd look again.
         self.links_changed.notify_waiters();
     }
 
     fn is_api_server(&self, name: &str) -> bool {
-        self.apis.iter().any(|(a, ..)| a == name)
+        self.apis.iter().any(|c| c.name == name)
     }
 
     fn etcd_index(&self, name: &str) -> Option<usize> {
@@ -244,7 +296,8 @@ impl WorldClock for SimWorld<'_> {
     }
 
     fn advance(&mut self) -> Result<(), BackendError> {
-        if self.election.is_some_and(|at| self.sim.elapsed() >= at) {
+        let now = self.sim.elapsed();
+        if self.election.is_some_and(|at| now >= at) || self.etcd_wake.is_some_and(|at| now >= at) {
             self.update_etcd();
         }
         self.sim
@@ -477,12 +530,11 @@ fn start(
 
     let degraded = Arc::new(Mutex::new(apiserver::Degraded::new(opts.seed)));
     let links_changed = Arc::new(tokio::sync::Notify::new());
-    let first_member = s.cluster.etcd_names()[0].clone();
     let writes = Arc::new(tokio::sync::Notify::new());
     let mut apis = Vec::new();
     for name in s.cluster.api_server_names() {
         let etcd_ok = Arc::new(AtomicBool::new(true));
-        let member = Arc::new(Mutex::new(first_member.clone()));
+        let members = Arc::new(Mutex::new(s.cluster.etcd_names()));
         let api = Arc::new(
             ApiServer::new(
                 store.clone(),
@@ -491,7 +543,7 @@ fn start(
                 degraded.clone(),
                 links_changed.clone(),
             )
-            .named(&name, member.clone(), writes.clone()),
+            .named(&name, members.clone(), writes.clone()),
         );
         let api_proc = proc_of(&name);
         sim.host(name.clone(), move || {
@@ -502,12 +554,17 @@ fn start(
                 api.serve().await
             }
         });
-        apis.push((name.clone(), etcd_ok, member));
+        apis.push(EtcdClient {
+            name: name.clone(),
+            ok: etcd_ok,
+            ready: Arc::new(AtomicBool::new(true)),
+            members,
+        });
         names.push(name);
     }
     let balancer = Arc::new(net::Balancer::new(
         s.cluster.api_server_names(),
-        apis.iter().map(|(_, ok, _)| ok.clone()).collect(),
+        apis.iter().map(|c| c.ready.clone()).collect(),
     ));
     net::set_balancer(balancer.clone());
 
@@ -634,6 +691,8 @@ fn start(
         election: None,
         etcd_rng: crate::clock::Rng::new(opts.seed, "etcd-election"),
         apis,
+        etcd_held: Default::default(),
+        etcd_wake: None,
         balancer,
         degraded,
         links_changed,
