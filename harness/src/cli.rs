@@ -488,7 +488,7 @@ pub(crate) struct UpArgs {
     /// kube-apiservers on the one etcd, each client's connections landing on the one its
     /// replica number names (as `cluster.api-servers` in a scenario); kubectl's kubeconfig
     /// names a balancer that sends each connection to a ready one.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(scenario::MAX_API_SERVERS)))]
     pub(crate) api_servers: u32,
     /// etcd members of one cluster: 1, 3, 5 or 7 (as `cluster.etcd.members`).
     #[arg(long, default_value_t = 1, value_parser = parse_members)]
@@ -509,9 +509,12 @@ pub(crate) struct UpArgs {
 /// An etcd member count: odd, 1 to 7 (an even count tolerates no more failures than the odd one
 /// below it).
 fn parse_members(s: &str) -> Result<u32, String> {
+    use scenario::{even_members_reason, MAX_ETCD_MEMBERS};
     match s.parse::<u32>() {
-        Ok(n @ (1 | 3 | 5 | 7)) => Ok(n),
-        Ok(n) if n % 2 == 0 && n > 0 && n < 8 => Err(format!("{n} members tolerate no more failures than {}, and need more of them for a quorum; expected 1, 3, 5 or 7", n - 1)),
+        Ok(n) if (1..=MAX_ETCD_MEMBERS).contains(&n) && n % 2 == 1 => Ok(n),
+        Ok(n) if (1..=MAX_ETCD_MEMBERS).contains(&n) => {
+            Err(format!("{}; expected 1, 3, 5 or 7", even_members_reason(n)))
+        }
         _ => Err("expected 1, 3, 5 or 7".to_owned()),
     }
 }

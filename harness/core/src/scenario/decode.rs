@@ -422,19 +422,19 @@ impl Decoder {
             None => Some(3),
         };
         let api_servers = match f.get("api-servers") {
-            Some(n) => self.count(n, "`cluster.api-servers`", 1, 5),
+            Some(n) => self.count(n, "`cluster.api-servers`", 1, MAX_API_SERVERS.into()),
             None => Some(1),
         };
         let etcd_members = match f.get("etcd") {
             None => Some(1),
             Some(n) => self.fields(n, "`cluster.etcd`", &["members"]).and_then(|ef| {
                 let members = match ef.get("members") {
-                    Some(m) => self.count(m, "`cluster.etcd.members`", 1, 7),
+                    Some(m) => self.count(m, "`cluster.etcd.members`", 1, MAX_ETCD_MEMBERS.into()),
                     None => Some(1),
                 };
                 match (members, ef.get("members")) {
                     (Some(m), Some(node)) if m % 2 == 0 => {
-                        self.problem(node.pos, format!("`cluster.etcd.members` is {m}; expected an odd number (1, 3, 5 or 7): {m} members tolerate no more failures than {}, and need more of them for a quorum", m - 1));
+                        self.problem(node.pos, format!("`cluster.etcd.members` is {m}; expected an odd number (1, 3, 5 or 7): {}", even_members_reason(m)));
                         None
                     }
                     (m, _) => m,

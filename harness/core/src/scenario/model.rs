@@ -145,6 +145,20 @@ impl Default for EtcdSpec {
     }
 }
 
+/// The most API servers a cluster may run (`cluster.api-servers`, `cluster up --api-servers`).
+pub const MAX_API_SERVERS: u32 = 5;
+/// The most etcd members a cluster may run (`cluster.etcd.members`, `cluster up --etcd-members`).
+pub const MAX_ETCD_MEMBERS: u32 = 7;
+
+/// Why an etcd of `n` members is refused when `n` is even: it tolerates no more failures than
+/// one member fewer.
+pub fn even_members_reason(n: u32) -> String {
+    format!(
+        "{n} members tolerate no more failures than {}, and need more of them for a quorum",
+        n - 1
+    )
+}
+
 /// The process name of replica `i` of a group of `n` (API servers, etcd members): the bare name
 /// when there is one, `NAME-i` otherwise.
 pub fn member_name(group: &str, i: u32, n: u32) -> String {

@@ -173,37 +173,37 @@ impl ApiServer {
         self
     }
 
-    /// Until this API server reaches an etcd quorum with a leader again (the driver wakes
-    /// waiters on `links_changed` after every change of etcd's state).
-    async fn etcd_back(&self) {
+    /// Until `done` says so, looking again whenever the driver says something changed (it
+    /// wakes waiters on `links_changed` after every change of a link or of etcd's state).
+    async fn until(&self, done: impl Fn() -> bool) {
         loop {
             let changed = self.links_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst) {
+            if done() {
                 return;
             }
             changed.await;
         }
     }
 
+    /// Until this API server reaches an etcd quorum with a leader again.
+    async fn etcd_back(&self) {
+        self.until(|| self.etcd_ok.load(std::sync::atomic::Ordering::SeqCst))
+            .await
+    }
+
     /// Until its etcd client is no longer connected to `member`.
     async fn given_up(&self, member: &str) {
-        loop {
-            let changed = self.links_changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if !self
+        self.until(|| {
+            !self
                 .etcd_members
                 .lock()
                 .expect("etcd members")
                 .iter()
                 .any(|m| m == member)
-            {
-                return;
-            }
-            changed.await;
-        }
+        })
+        .await
     }
 
     /// Carry a message from `from` to `to` across its link: held while it is cut, then for
