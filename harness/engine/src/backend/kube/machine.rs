@@ -314,34 +314,51 @@ impl Machines {
     }
 
     /// The etcd member leading raft now (`etcd/leader`): the one whose node's etcd says
-    /// `etcd_server_is_leader 1` in its metrics. kind only.
-    pub(crate) fn etcd_leader(&self) -> Option<String> {
+    /// `etcd_server_is_leader 1` in its metrics. kind only. A member this run holds down does
+    /// not answer; when no other answers either, the reads' failures are kept in `errors` (the
+    /// run stops): the step would otherwise say "no leader" where none could be asked.
+    pub(crate) fn etcd_leader(&mut self) -> Option<String> {
         if self.provider != Provider::Kind {
             return None;
         }
-        self.control_plane().iter().enumerate().find_map(|(i, n)| {
-            let out = self
-                .docker
-                .run(&[
-                    s("exec"),
-                    n.name.clone(),
-                    s("curl"),
-                    s("-s"),
-                    s("--max-time"),
-                    s("2"),
-                    s(ETCD_METRICS),
-                ])
-                .ok()?;
-            out.lines()
-                .any(|l| l.trim() == "etcd_server_is_leader 1")
-                .then(|| {
-                    kubechaos_core::scenario::member_name(
-                        crate::backend::driver::ETCD,
-                        i as u32,
-                        self.etcd_members,
-                    )
-                })
-        })
+        let mut failed = Vec::new();
+        let mut answered = false;
+        for (i, n) in self.control_plane().into_iter().enumerate() {
+            let read = self.docker.run(&[
+                s("exec"),
+                n.name.clone(),
+                s("curl"),
+                s("-s"),
+                s("--max-time"),
+                s("2"),
+                s(ETCD_METRICS),
+            ]);
+            match read {
+                Ok(out) => {
+                    answered = true;
+                    if out.lines().any(|l| l.trim() == "etcd_server_is_leader 1") {
+                        return Some(kubechaos_core::scenario::member_name(
+                            crate::backend::driver::ETCD,
+                            i as u32,
+                            self.etcd_members,
+                        ));
+                    }
+                }
+                Err(_)
+                    if self.ledger.contains(&Change::Held {
+                        node: n.name.clone(),
+                        pod: Service::Etcd.pod(),
+                    }) => {}
+                Err(e) => failed.push(format!(
+                    "reading which etcd member leads: {}",
+                    kubechaos_core::error::chain(&e)
+                )),
+            }
+        }
+        if !answered {
+            self.errors.extend(failed);
+        }
+        None
     }
 
     /// The control-plane nodes, by name.
@@ -1241,6 +1258,7 @@ esac"#,
         let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker).counting(3, 3);
         m.find_load_balancer().unwrap();
         assert_eq!(m.etcd_leader().as_deref(), Some("etcd-2"));
+        assert!(m.errors.is_empty(), "{:?}", m.errors);
         for api in ["api-server-0", "api-server-1", "api-server-2"] {
             m.cut("chaos-worker", api);
         }
@@ -1297,5 +1315,22 @@ esac"#,
         let (_dir, docker, _log) = stand_in_answering("head -c 1000000 /dev/zero | tr '\\0' x");
         let out = docker.run(&[s("exec"), s("node"), s("curl")]).unwrap();
         assert_eq!(out.len(), 1_000_000);
+    }
+
+    /// When no member's metrics can be read, `etcd/leader` is not "no leader at the time": the
+    /// failures are kept (the run stops), except a member's that the run holds down itself.
+    #[test]
+    fn an_etcd_leader_that_cannot_be_read_is_a_failure_not_no_leader() {
+        let (_dir, docker, _log) = stand_in_answering("case \"$*\" in *curl*) exit 7 ;; esac");
+        let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker).counting(3, 3);
+        m.stop("etcd-0", false, true);
+        assert_eq!(m.etcd_leader(), None);
+        assert_eq!(m.errors.len(), 2, "{:?}", m.errors);
+        assert!(
+            m.errors[0].starts_with("reading which etcd member leads: ")
+                && m.errors[0].contains("exec chaos-control-plane2 curl"),
+            "{:?}",
+            m.errors
+        );
     }
 }

@@ -240,7 +240,9 @@ impl World for KubeWorld {
         // Refused before the run (the provider check).
     }
     fn etcd_leader(&mut self) -> Option<String> {
-        self.machines.as_ref()?.etcd_leader()
+        let leader = self.machines.as_mut()?.etcd_leader();
+        self.after();
+        leader
     }
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
         let client = self.client.clone();
