@@ -506,3 +506,55 @@ fn a_deleted_scheduler_releases_its_lease_and_its_replacements_take_over() {
         .expect("a replacement holds the Lease");
     assert!(taken <= 21_500, "taken at {taken} ms");
 }
+
+/// A self-hosted scheduler whose lease runs out while the API server is stopped exits (as
+/// kube-scheduler does) and its node starts it again after the kubelet's back-off, during the
+/// outage: the node agent tends its containers from the pods it last saw, and only the status it
+/// reports waits for the API server (the kubelet's pod workers and its status manager). Before,
+/// the node looked at its containers only after listing its pods, so the exit waited for the API
+/// server's return. The same case runs on the local control plane
+/// (`pod_agents::a_deployment_that_exits_on_a_lost_lease_is_judged_on_its_exit_through_an_outage`).
+#[test]
+fn a_pods_container_is_restarted_while_the_api_server_is_away() {
+    let (events, _) = play(
+        "
+name: t
+cluster: {nodes: 1, self-hosted: true, components: {kube-scheduler: {replicas: 1}, kube-controller-manager: {replicas: 1}}}
+faults:
+  - {at: 10s, id: outage, api-server: stop, for: 60s}
+expect:
+  - leader-reacquired: {lease: kube-system/kube-scheduler, within: 60s}
+",
+    );
+    let outage: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::FaultApplied { id: Some(id), .. } if id == "outage" => Some(e.t_ms),
+            _ => None,
+        })
+        .collect();
+    let (from, to) = (outage[0], outage[1]);
+    let exit = events
+        .iter()
+        .find(|e| {
+            e.t_ms > from
+                && matches!(&e.kind, EventKind::ProcessExited { process, .. } if process.starts_with("kube-scheduler-"))
+        })
+        .expect("the scheduler's process exited when its lease ran out");
+    let EventKind::ProcessExited { process, .. } = &exit.kind else {
+        unreachable!()
+    };
+    let restart = events
+        .iter()
+        .find(|e| {
+            e.t_ms > exit.t_ms
+                && matches!(&e.kind, EventKind::ProcessStarted { process: p, .. } if p == process)
+        })
+        .expect("its node started it again");
+    assert!(
+        exit.t_ms < from + 20_000 && restart.t_ms < to,
+        "{process} exited at {} ms and was started again at {} ms; the API server was away from {from} to {to} ms",
+        exit.t_ms,
+        restart.t_ms
+    );
+}

@@ -10,6 +10,11 @@
 //!   reported Running, and Ready while its process runs. A process that exits is restarted with
 //!   the kubelet's back-off (`restartPolicy: Always`), counted in `restartCount`. Other pods run
 //!   nothing and are reported Running and Ready, as KWOK does.
+//! - its containers are tended from the pods it last saw, not from the API server: while the API
+//!   server is away (stopped, or the node cut off from it) a container that exits is restarted
+//!   after the back-off all the same, and only the status it reports waits, as the kubelet's pod
+//!   workers and its status manager are apart (`pkg/kubelet`: the pod workers run from the pod
+//!   config's last state; the status manager retries its updates).
 //! - a pod being deleted (`deletionTimestamp`) has its process stopped (SIGTERM, as the kubelet)
 //!   and is then deleted for good (grace period 0): the kubelet's confirmation that the API
 //!   server waits for. A pod that is gone has its process stopped.
@@ -237,41 +242,110 @@ struct Container {
     next_start: Option<tokio::time::Instant>,
 }
 
+/// A pod bound to this node, as the node agent last saw it: what its container runs and how
+/// that container fares. Kept between looks at the API server, as the kubelet keeps its pods
+/// (its pod config holds the last pods its watch delivered): the containers are tended from it
+/// whether the API server answers or not.
+struct Bound {
+    /// The pod's first container (the one the agent runs).
+    container: k8s_openapi::api::core::v1::Container,
+    /// What the container runs; `None` for a pod that runs nothing (reported Running, as KWOK
+    /// does), and for a program whose launch is not made yet (its token comes from the API
+    /// server: [`program_of`]).
+    workload: Option<Workload>,
+    /// The container runs a control-plane component or a program of the user's.
+    runs: bool,
+    /// A program of the user's (its pod reports [`PROGRAM_POD_IP`]).
+    program: bool,
+    state: Container,
+}
+
 /// Heartbeat as node `name` and run its pods until the future is dropped.
+///
+/// Two loops, as the kubelet's parts are: one talks to the API server (the Node's heartbeat, the
+/// pods bound here, their status), the other tends the containers every [`POD_SYNC`] (a
+/// container that exits is restarted after the back-off) from what the first last saw. So a
+/// container's exit and its restart do not wait for the API server: while it is away (stopped,
+/// or this node cut off from it), the pods run on and only their status waits.
 pub(crate) async fn run(
     client: kube::Client,
     name: &str,
     clock: &dyn Clock,
     containers: &dyn Containers,
 ) {
-    let mut pods: BTreeMap<String, Container> = BTreeMap::new();
-    let mut next_heartbeat = tokio::time::Instant::now();
-    loop {
-        if tokio::time::Instant::now() >= next_heartbeat {
-            if let Err(e) = heartbeat(&client, name, clock, containers.kubelet_port()).await {
-                tracing::debug!(node = %name, error = %e, "heartbeat failed");
+    let pods: std::sync::Mutex<BTreeMap<String, Bound>> = std::sync::Mutex::default();
+    let api = async {
+        let mut next_heartbeat = tokio::time::Instant::now();
+        loop {
+            if tokio::time::Instant::now() >= next_heartbeat {
+                if let Err(e) = heartbeat(&client, name, clock, containers.kubelet_port()).await {
+                    tracing::debug!(node = %name, error = %e, "heartbeat failed");
+                }
+                next_heartbeat = tokio::time::Instant::now() + RENEW_INTERVAL;
             }
-            next_heartbeat = tokio::time::Instant::now() + RENEW_INTERVAL;
+            if let Err(e) = sync_pods(&client, name, containers, &pods).await {
+                tracing::debug!(node = %name, error = %e, "pod sync failed");
+            }
+            tokio::time::sleep(POD_SYNC).await;
         }
-        if let Err(e) = sync_pods(&client, name, containers, &mut pods).await {
-            tracing::debug!(node = %name, error = %e, "pod sync failed");
+    };
+    let tend_loop = async {
+        loop {
+            tokio::time::sleep(POD_SYNC).await;
+            tend(name, containers, &mut pods.lock().expect("pods"));
         }
-        tokio::time::sleep(POD_SYNC).await;
+    };
+    tokio::join!(api, tend_loop);
+}
+
+/// Look after every container of the pods bound here (no API server involved): one that exited
+/// by itself is restarted after the kubelet's back-off (`restartPolicy: Always`); one not
+/// running, not held down and due is started.
+fn tend(node: &str, containers: &dyn Containers, pods: &mut BTreeMap<String, Bound>) {
+    let now = tokio::time::Instant::now();
+    for (key, pod) in pods.iter_mut().filter(|(_, p)| p.runs) {
+        let st = &mut pod.state;
+        if st.up && !containers.running(key) {
+            // It exited by itself: the kubelet restarts it after a back-off.
+            st.up = false;
+            if st.started.is_some_and(|s| now - s >= BACKOFF_RESET) {
+                st.restarts = 0;
+            }
+            st.next_start = Some(now + backoff(st.restarts as u32));
+            st.restarts += 1;
+        }
+        let Some(workload) = &pod.workload else {
+            continue;
+        };
+        if !st.up && !containers.held(key) && st.next_start.is_none_or(|t| now >= t) {
+            match containers.start(node, key, workload) {
+                Ok(()) => {
+                    st.up = true;
+                    st.started = Some(now);
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %key, error = %kubechaos_core::error::chain(e.as_ref()), "container did not start");
+                    st.next_start = Some(now + backoff(st.restarts as u32));
+                    st.restarts += 1;
+                }
+            }
+        }
     }
 }
 
-/// One look at the pods bound to node `node` (see the module docs).
+/// One look at the pods bound to node `node` through the API server (see the module docs):
+/// new pods are taken on, deleted ones stopped and confirmed, and each one's status reported.
 async fn sync_pods(
     client: &kube::Client,
     node: &str,
     containers: &dyn Containers,
-    state: &mut BTreeMap<String, Container>,
+    pods: &std::sync::Mutex<BTreeMap<String, Bound>>,
 ) -> Result<(), kube::Error> {
     let all = Api::<Pod>::all(client.clone())
         .list(&ListParams::default())
         .await?;
-    let now = tokio::time::Instant::now();
     let mut present = BTreeSet::new();
+    let mut mine = Vec::new();
     for pod in all
         .items
         .iter()
@@ -280,78 +354,93 @@ async fn sync_pods(
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let key = format!("{ns}/{name}");
-        let api = Api::<Pod>::namespaced(client.clone(), &ns);
         if pod.metadata.deletion_timestamp.is_some() {
-            if state.remove(&key).is_some() {
+            if pods.lock().expect("pods").remove(&key).is_some() {
                 containers.stop(&key, "pod deleted: container stopped by its node");
             }
-            let _ = api
+            let _ = Api::<Pod>::namespaced(client.clone(), &ns)
                 .delete(&name, &DeleteParams::default().grace_period(0))
                 .await;
             continue;
         }
         present.insert(key.clone());
-        let container = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.first())
-            .cloned()
-            .unwrap_or_default();
-        let component = container.image.as_deref().and_then(component_of_image);
-        let program =
-            component.is_none() && container.command.as_ref().is_some_and(|c| !c.is_empty());
-        let (ready, restarts) = match component.map(Some).or(program.then_some(None)) {
-            None => (true, 0),
-            Some(c) => {
-                let st = state.entry(key.clone()).or_default();
-                if st.up && !containers.running(&key) {
-                    // It exited by itself: the kubelet restarts it after a back-off.
-                    st.up = false;
-                    if st.started.is_some_and(|s| now - s >= BACKOFF_RESET) {
-                        st.restarts = 0;
-                    }
-                    st.next_start = Some(now + backoff(st.restarts as u32));
-                    st.restarts += 1;
-                }
-                if !st.up && !containers.held(&key) && st.next_start.is_none_or(|t| now >= t) {
-                    let workload = match c {
-                        Some(c) => {
-                            let mut argv = container.command.clone().unwrap_or_default();
-                            argv.extend(container.args.clone().unwrap_or_default());
-                            // The command names the binary; the node runs the component's own.
-                            Ok(Workload::Component(c, argv.into_iter().skip(1).collect()))
-                        }
-                        None => program_of(client, pod, &container)
-                            .await
-                            .map(Workload::Program),
-                    };
-                    match workload.and_then(|w| containers.start(node, &key, &w)) {
-                        Ok(()) => {
-                            st.up = true;
-                            st.started = Some(now);
-                        }
-                        Err(e) => {
-                            tracing::warn!(pod = %key, error = %kubechaos_core::error::chain(e.as_ref()), "container did not start");
-                            st.next_start = Some(now + backoff(st.restarts as u32));
-                            st.restarts += 1;
-                        }
-                    }
-                }
-                (st.up && containers.running(&key), st.restarts)
-            }
+        let needs_program = {
+            let mut known = pods.lock().expect("pods");
+            let bound = known.entry(key.clone()).or_insert_with(|| bound(pod));
+            bound.program && bound.workload.is_none()
         };
+        if needs_program {
+            let container = pods.lock().expect("pods")[&key].container.clone();
+            let made = program_of(client, pod, &container).await;
+            let mut known = pods.lock().expect("pods");
+            if let Some(bound) = known.get_mut(&key) {
+                match made {
+                    Ok(program) => bound.workload = Some(Workload::Program(program)),
+                    Err(e) => {
+                        tracing::warn!(pod = %key, error = %kubechaos_core::error::chain(e.as_ref()), "container did not start");
+                        let st = &mut bound.state;
+                        st.next_start =
+                            Some(tokio::time::Instant::now() + backoff(st.restarts as u32));
+                        st.restarts += 1;
+                    }
+                }
+            }
+        }
+        mine.push((key, pod));
+    }
+    let statuses: Vec<_> = {
+        let mut known = pods.lock().expect("pods");
+        let gone: Vec<String> = known
+            .keys()
+            .filter(|k| !present.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            known.remove(&key);
+            containers.stop(&key, "pod deleted: container stopped by its node");
+        }
+        tend(node, containers, &mut known);
+        mine.into_iter()
+            .filter_map(|(key, pod)| {
+                let b = known.get(&key)?;
+                let ready = !b.runs || (b.state.up && containers.running(&key));
+                Some((pod, b.container.clone(), ready, b.state.restarts, b.program))
+            })
+            .collect()
+    };
+    for (pod, container, ready, restarts, program) in statuses {
+        let api = Api::<Pod>::namespaced(
+            client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+        );
         report_status(&api, pod, &container, ready, restarts, program).await;
     }
-    let gone: Vec<String> = state
-        .keys()
-        .filter(|k| !present.contains(*k))
-        .cloned()
-        .collect();
-    for key in gone {
-        state.remove(&key);
-        containers.stop(&key, "pod deleted: container stopped by its node");
-    }
     Ok(())
+}
+
+/// A pod newly bound here: what its first container runs.
+fn bound(pod: &Pod) -> Bound {
+    let container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .cloned()
+        .unwrap_or_default();
+    let component = container.image.as_deref().and_then(component_of_image);
+    let program = component.is_none() && container.command.as_ref().is_some_and(|c| !c.is_empty());
+    let workload = component.map(|c| {
+        let mut argv = container.command.clone().unwrap_or_default();
+        argv.extend(container.args.clone().unwrap_or_default());
+        // The command names the binary; the node runs the component's own.
+        Workload::Component(c, argv.into_iter().skip(1).collect())
+    });
+    Bound {
+        runs: component.is_some() || program,
+        program,
+        workload,
+        container,
+        state: Container::default(),
+    }
 }
 
 /// Report a pod Running, Ready or not, when its status says otherwise. `container`: its first

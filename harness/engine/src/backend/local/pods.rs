@@ -340,8 +340,12 @@ pub(crate) struct LocalContainers {
     dir: PathBuf,
     hooks: Arc<dyn Hooks>,
     env: PodEnvironment,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
+
+/// How often a pod's process is looked at for its exit, which is recorded then (the node agent
+/// restarts it at its own pace): an exit is on the timeline when it happens, API server or not.
+const EXIT_WATCH: Duration = Duration::from_millis(100);
 
 impl LocalContainers {
     /// Containers that run the binaries in `bins`, with run directory `dir`; program pods get
@@ -357,7 +361,7 @@ impl LocalContainers {
             dir,
             hooks,
             env,
-            state: Mutex::default(),
+            state: Arc::default(),
         }
     }
 
@@ -369,6 +373,36 @@ impl LocalContainers {
             .into_iter()
             .filter(|p| st.running.contains_key(p))
             .map(|p| Self::process(&p).to_owned())
+            .collect()
+    }
+
+    /// What each pod of pod agent `agent` did, for a start that failed: its starts, whether it
+    /// runs, and the last lines of its log.
+    pub(crate) fn report(&self, agent: &str) -> Vec<String> {
+        let st = self.state.lock().expect("containers");
+        st.book
+            .of(&PodGroup::Agent(agent.to_owned()))
+            .into_iter()
+            .map(|pod| {
+                let starts = st.incarnations.get(&pod).copied().unwrap_or(0);
+                let tail = log_tail(&self.log(&pod), 3);
+                format!(
+                    "{pod}: started {starts} time{} ({} restart{}), {}; its log ends:\n        {}",
+                    if starts == 1 { "" } else { "s" },
+                    starts.saturating_sub(1),
+                    if starts == 2 { "" } else { "s" },
+                    if st.running.contains_key(&pod) {
+                        "running"
+                    } else {
+                        "not running"
+                    },
+                    if tail.is_empty() {
+                        "(nothing)".to_owned()
+                    } else {
+                        tail.replace("\n    ", "\n        ")
+                    }
+                )
+            })
             .collect()
     }
 
@@ -549,6 +583,50 @@ impl LocalContainers {
         pod.rsplit('/').next().unwrap_or(pod)
     }
 
+    /// Watch incarnation `inc` of pod `pod`'s process until it ends: an exit of its own is
+    /// recorded when it happens (with the last line of its log, once its output is copied),
+    /// whatever the node agent or the API server are doing. A stop by kubechaos or by the node
+    /// records itself ([`Self::stop_locked`]), and ends the watch.
+    fn watch(&self, pod: &str, inc: u32) {
+        let state = self.state.clone();
+        let hooks = self.hooks.clone();
+        let log = self.log(pod);
+        let pod = pod.to_owned();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(EXIT_WATCH).await;
+                let status = {
+                    let mut st = state.lock().expect("containers");
+                    if st.incarnations.get(&pod) != Some(&inc) {
+                        return;
+                    }
+                    let Some(child) = st.running.get_mut(&pod) else {
+                        return;
+                    };
+                    match child.try_wait() {
+                        Ok(None) => continue,
+                        Ok(Some(status)) => {
+                            st.running.remove(&pod);
+                            status.to_string()
+                        }
+                        Err(e) => {
+                            st.running.remove(&pod);
+                            format!("cannot be waited for: {e}")
+                        }
+                    }
+                };
+                let tail = exit_log_tail(&log, 1).await;
+                let why = if tail.is_empty() {
+                    format!("exited: {status}")
+                } else {
+                    format!("exited: {status}; last log line: {tail}")
+                };
+                hooks.exited(Self::process(&pod), &why);
+                return;
+            }
+        });
+    }
+
     fn log(&self, pod: &str) -> PathBuf {
         self.dir
             .join("logs")
@@ -606,6 +684,7 @@ impl Containers for LocalContainers {
         st.incarnations.insert(pod.to_owned(), inc);
         st.book.started(pod, node, group);
         st.running.insert(pod.to_owned(), child);
+        self.watch(pod, inc);
         Ok(())
     }
 
@@ -624,14 +703,13 @@ impl Containers for LocalContainers {
         self.env.kubelet_port
     }
 
+    /// Whether it runs, as its watch ([`Self::watch`]) last saw it.
     fn running(&self, pod: &str) -> bool {
-        let mut st = self.state.lock().expect("containers");
-        let log = self.log(pod);
-        if let Some(why) = exited(&mut st.running, pod, &log) {
-            self.hooks.exited(Self::process(pod), &why);
-            return false;
-        }
-        st.running.contains_key(pod)
+        self.state
+            .lock()
+            .expect("containers")
+            .running
+            .contains_key(pod)
     }
 }
 
