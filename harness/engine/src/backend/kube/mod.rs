@@ -617,7 +617,7 @@ impl Kube {
         // The agents: processes on this machine, running from before time zero, once their
         // leases' namespaces exist; what the run makes of those (namespaces, Leases) it deletes,
         // and everything, if they do not come up or the run is interrupted meanwhile.
-        let hooks = Arc::new(crate::backend::local::run::RecorderHooks(
+        let hooks = Arc::new(crate::backend::local::run::RecorderHooks::new(
             recorder.clone(),
             crate::backend::local::run::LogPatterns::of(s),
         ));

@@ -64,7 +64,59 @@ pub struct LocalOptions {
 /// (`k8s.io/client-go/tools/leaderelection`, v0.37), the agents' JSON lines
 /// ([`JsonLinesReporter`](crate::agent::JsonLinesReporter)), and the lines an agent's
 /// `leading:` patterns match.
-pub(crate) struct RecorderHooks(pub Recorder, pub LogPatterns);
+///
+/// One start of a process leads once at a time: a program on client-go that also prints JSON
+/// reports says each term twice (client-go's "Successfully acquired lease", then its own
+/// `leading-started`), and the second word is the same term, not a second leader. So a
+/// `leading-started` of a process's start that already leads that Lease is not recorded again,
+/// and a `leading-stopped` ends the term it opened, whichever of its words said it.
+pub(crate) struct RecorderHooks {
+    recorder: Recorder,
+    patterns: LogPatterns,
+    /// The open term of each (process, incarnation, lease): the identity it was recorded with.
+    terms: std::sync::Mutex<BTreeMap<(String, u32, String), String>>,
+}
+
+impl RecorderHooks {
+    pub(crate) fn new(recorder: Recorder, patterns: LogPatterns) -> Self {
+        RecorderHooks {
+            recorder,
+            patterns,
+            terms: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Record a leadership event that incarnation `incarnation` of `process` said, as one term
+    /// per start and Lease (see the type's docs); anything else as it is.
+    fn leadership(&self, process: &str, incarnation: u32, e: EventKind) {
+        let mut terms = self.terms.lock().expect("terms");
+        let e = match e {
+            EventKind::LeadingStarted { lease, identity } => {
+                let key = (process.to_owned(), incarnation, lease.clone());
+                if terms.contains_key(&key) {
+                    return;
+                }
+                terms.insert(key, identity.clone());
+                EventKind::LeadingStarted { lease, identity }
+            }
+            EventKind::LeadingStopped {
+                lease,
+                identity,
+                reason,
+            } => {
+                let key = (process.to_owned(), incarnation, lease.clone());
+                let identity = terms.remove(&key).unwrap_or(identity);
+                EventKind::LeadingStopped {
+                    lease,
+                    identity,
+                    reason,
+                }
+            }
+            other => other,
+        };
+        self.recorder.record(e);
+    }
+}
 
 /// The `leading:` patterns of a scenario's agents, and which process is whose.
 #[derive(Default)]
@@ -131,24 +183,24 @@ fn klog_lock(line: &str) -> Option<&str> {
 
 impl Hooks for RecorderHooks {
     fn started(&self, process: &str, incarnation: u32) {
-        self.0.record(EventKind::ProcessStarted {
+        self.recorder.record(EventKind::ProcessStarted {
             process: process.to_owned(),
             incarnation,
         });
     }
 
     fn exited(&self, process: &str, reason: &str) {
-        self.0.record(EventKind::ProcessExited {
+        self.recorder.record(EventKind::ProcessExited {
             process: process.to_owned(),
             reason: reason.to_owned(),
         });
     }
 
     fn candidate(&self, agent: &str, pod: &str, process: &str) {
-        if let Ok(mut owner) = self.1.owner.lock() {
+        if let Ok(mut owner) = self.patterns.owner.lock() {
             owner.insert(process.to_owned(), agent.to_owned());
         }
-        self.0.record(EventKind::CandidatePod {
+        self.recorder.record(EventKind::CandidatePod {
             agent: agent.to_owned(),
             pod: pod.to_owned(),
             process: process.to_owned(),
@@ -156,7 +208,7 @@ impl Hooks for RecorderHooks {
     }
 
     fn note(&self, process: &str, message: &str) {
-        self.0.record(EventKind::ProcessNote {
+        self.recorder.record(EventKind::ProcessNote {
             process: process.to_owned(),
             message: message.to_owned(),
         });
@@ -164,18 +216,18 @@ impl Hooks for RecorderHooks {
 
     fn line(&self, process: &str, incarnation: u32, line: &str) {
         let identity = || format!("{process}_{incarnation}");
-        if let Some(said) = self.1.event(process, incarnation, line) {
+        if let Some(said) = self.patterns.event(process, incarnation, line) {
             if let Some(e) = said {
-                self.0.record(e);
+                self.leadership(process, incarnation, e);
             }
         } else if line.starts_with('{') {
             match read_report(line) {
-                Report::Leadership(e) => self.0.record(e),
-                Report::Note(message) => self.0.record(EventKind::ProcessNote {
+                Report::Leadership(e) => self.leadership(process, incarnation, e),
+                Report::Note(message) => self.recorder.record(EventKind::ProcessNote {
                     process: process.to_owned(),
                     message,
                 }),
-                Report::Rejected(error) => self.0.record(EventKind::ReportRejected {
+                Report::Rejected(error) => self.recorder.record(EventKind::ReportRejected {
                     process: process.to_owned(),
                     error,
                     line: line.chars().take(300).collect(),
@@ -184,19 +236,28 @@ impl Hooks for RecorderHooks {
             }
         } else if line.contains("\"Successfully acquired lease\"") {
             if let Some(lock) = klog_lock(line) {
-                self.0.record(EventKind::LeadingStarted {
-                    lease: lock.to_owned(),
-                    identity: identity(),
-                });
+                self.leadership(
+                    process,
+                    incarnation,
+                    EventKind::LeadingStarted {
+                        lease: lock.to_owned(),
+                        identity: identity(),
+                    },
+                );
             }
         } else if line.contains("\"Failed to renew lease\"") {
             if let Some(lock) = klog_lock(line) {
-                self.0.record(EventKind::LeadingStopped {
-                    lease: lock.to_owned(),
-                    identity: identity(),
-                    reason: "failed to renew the lease within the renew deadline (from its log)"
-                        .into(),
-                });
+                self.leadership(
+                    process,
+                    incarnation,
+                    EventKind::LeadingStopped {
+                        lease: lock.to_owned(),
+                        identity: identity(),
+                        reason:
+                            "failed to renew the lease within the renew deadline (from its log)"
+                                .into(),
+                    },
+                );
             }
         }
     }
@@ -382,6 +443,14 @@ impl Backend for Local {
         problems.extend(crate::backend::missing_programs(s));
         problems.extend(crate::backend::pod_problems(s));
         problems.extend(read_errors(s));
+        if s.cluster.manifests.is_empty() {
+            for a in s.cluster.agents.iter().filter(|a| a.is_pods()) {
+                problems.push((a.pos, format!(
+                    "pod agent `{}`: on the local backend its pods come from `cluster.manifests`, and the file has none; expected `manifests: [FILE.yaml]` with a Deployment whose pods the selector matches and whose container has a `command` (or `--backend kube`, where the pods are the cluster's)",
+                    a.name
+                )));
+            }
+        }
         use kubechaos_core::scenario::Target;
         for step in &s.faults {
             if let Some(link) = step.action.link() {
@@ -428,7 +497,7 @@ impl Backend for Local {
         let mut stop_rx = interrupt.rx.clone();
 
         let spec = Spec::of(s);
-        let hooks = Arc::new(RecorderHooks(recorder.clone(), LogPatterns::of(s)));
+        let hooks = Arc::new(RecorderHooks::new(recorder.clone(), LogPatterns::of(s)));
         let mut say = |l: &str| progress.say(l);
         let keep = self.opts.keep;
         let cluster = rt.block_on(async {
@@ -551,6 +620,45 @@ mod tests {
 
     use super::*;
 
+    /// A client-go program that prints JSON reports too says each term twice: client-go's klog
+    /// line, then its own report. That is one term of one start, not two leaders (it once failed
+    /// `single-leader` on a correct Deployment); its stop, in either words, ends it, and the next
+    /// start of the process leads anew.
+    #[test]
+    fn a_start_that_says_it_leads_twice_leads_once() {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let recorder = Recorder::new(|| 0);
+        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s));
+        hooks.candidate("op", "ops/op-1", "op-1");
+        let klog = r#"I1130 leaderelection.go:272] "Successfully acquired lease" lock="ops/op""#;
+        let json = r#"{"event":"leading-started","lease":"ops/op","identity":"op-1_5e2a"}"#;
+        let stop = r#"{"event":"leading-stopped","lease":"ops/op","identity":"op-1_5e2a","reason":"lost"}"#;
+        for line in [klog, json, stop, klog, json] {
+            hooks.line("op-1", 1, line);
+        }
+        hooks.line("op-1", 2, json);
+        hooks.line("op-1", 2, klog);
+        let terms: Vec<(bool, String)> = recorder
+            .snapshot()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::LeadingStarted { identity, .. } => Some((true, identity)),
+                EventKind::LeadingStopped { identity, .. } => Some((false, identity)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            terms,
+            [
+                (true, "op-1_1".to_owned()),
+                (false, "op-1_1".to_owned()),
+                (true, "op-1_1".to_owned()),
+                (true, "op-1_5e2a".to_owned()),
+            ]
+        );
+    }
+
     /// An agent's `leading:` patterns turn its processes' lines into leadership events (pods once
     /// they are its candidates), and are then its only evidence: its JSON reports are not read;
     /// another agent's JSON reports still are.
@@ -559,7 +667,7 @@ mod tests {
         let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}, leading: {started: 'Successfully acquired lease', stopped: 'Failed to renew'}}\n    - {name: cmd, replicas: 2, lease: default/cmd, command: [sh]}\n";
         let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
         let recorder = Recorder::new(|| 0);
-        let hooks = RecorderHooks(recorder.clone(), LogPatterns::of(&s));
+        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s));
         let acquired =
             r#"I1130 leaderelection.go:272] "Successfully acquired lease" lock="ops/op""#;
         // Not yet a candidate: a line of an unknown process is only read as upstream's klog.
