@@ -69,9 +69,11 @@ cluster:
     - name: {name}
       lease: {lease}
       pods: {{namespace: {namespace}, selector: '{selector}'}}
-      # How its log lines say it leads, so that two pods both believing they lead are caught
-      # (client-go's own lines shown; yours may differ):
-      # leading: {{started: 'successfully acquired lease', stopped: 'failed to renew lease|leader election lost'}}
+      # How its log lines say it leads, so that two pods both believing they lead are caught:
+      # client-go's leaderelection (and controller-runtime, which uses it) logs these; the
+      # patterns are case-sensitive regular expressions. If no line matches, single-leader fails
+      # with `no evidence` rather than passing on nothing.
+      leading: {{started: 'Successfully acquired lease', stopped: 'Failed to renew lease|leader election lost'}}
 faults:
   - at: 20s
     id: outage
@@ -81,7 +83,7 @@ faults:
     id: kill
     kill: agent/{name}/leader
 expect:
-  - leader-reacquired: {{lease: {lease}, within: 60s, after: outage}}
+  - leader-reacquired: {{lease: {lease}, within: 45s, after: outage.end}}   # 45 s after the API server is back
   - leader-reacquired: {{lease: {lease}, within: 45s, after: kill}}
   - single-leader: {{lease: {lease}}}
 "

@@ -14,6 +14,12 @@ use crate::events::{fmt_ms, identity_process, EventKind};
 use crate::scenario::duration::human;
 use crate::scenario::{LeaderReacquired, Scenario};
 
+/// The longest time between two tries of client-go's elector to acquire a Lease: `RetryPeriod`
+/// (2 s, the default of client-go's users and of the upstream components) with its jitter
+/// (`wait.JitterUntil`, factor 1.2). A candidate free to take the Lease for less than this may
+/// simply not have tried yet.
+const RETRY_SPAN_MS: u64 = 4_400;
+
 /// Decided once a live candidate holds and renews the Lease.
 pub(super) const WATCH: Watch = Watch::UntilHeld;
 
@@ -89,9 +95,14 @@ pub(super) fn judge(
             "last holder {} (process {}), last renewal {}{}",
             h,
             if tl.alive(&name, &h, deadline) {
-                "still running"
+                "still running".to_owned()
             } else {
-                "not running"
+                match tl.incarnation_at(&tl.holder_process(&name, &h), deadline) {
+                    Some(n) => format!(
+                        "not running: the start of it that wrote this identity has exited; start #{n} runs"
+                    ),
+                    None => "not running".to_owned(),
+                }
             },
             renew
                 .map(|r| format!("at {}", fmt_ms(r)))
@@ -152,6 +163,9 @@ pub(super) fn judge(
             .collect();
         let start = tl.started_at(c, deadline).unwrap_or(0);
         let (window, wait_end) = free_window(&versions, duration, start, &on_it, anchor, deadline);
+        // Free for less than one retry of client-go's elector is no sign of not trying: its
+        // next try may not have come yet.
+        let window = window.filter(|(from, to)| to.saturating_sub(*from) >= RETRY_SPAN_MS);
         if let Some((from, to)) = window {
             free.push(format!("{c} (from {} to {})", fmt_ms(from), fmt_ms(to)));
         } else if let Some(h) = hindrances.iter().find(|h| h.on(c) && h.until.is_none()) {
@@ -194,7 +208,7 @@ pub(super) fn judge(
         }
         if !waiting.is_empty() {
             parts.push(format!(
-                "{} {} still waiting out the lease as client-go does (a full lease duration from when it saw the record change, from its start, or from the end of a fault that kept it from reading the record)",
+                "{} {} still waiting out the lease as client-go does (a full lease duration from when it saw the record change, from its start, or from the end of a fault that kept it from reading the record, then up to one retry)",
                 waiting.join(", "),
                 were(&waiting)
             ));

@@ -29,6 +29,10 @@ pub struct Verdict {
     pub held: bool,
     /// The measured figure (held) or what was expected, what was seen, and when (violated).
     pub message: String,
+    /// Not held because nothing was seen to judge it on (`single-leader` and
+    /// `valid-lease-while-leading` with fewer leadership terms than `min-terms`): a failure,
+    /// which the live view leaves open while the run lasts.
+    pub no_evidence: bool,
     /// When the window opened (ms since start), if the invariant has one.
     pub(crate) anchor_ms: Option<u64>,
     /// When the window closed (ms since start), if the invariant has one.
@@ -47,7 +51,7 @@ pub(crate) struct Timeline<'a> {
     end_ms: u64,
     /// Moment the last fault ended: the last `fault-applied` event.
     last_fault_ms: u64,
-    /// Moment each step id was applied.
+    /// Moment each step id was applied, and (as `ID.end`) undone by its `for:`.
     step_ms: BTreeMap<String, u64>,
     /// How the holder identities of each pod agent's Lease name its pods, by Lease.
     pod_agents: BTreeMap<String, PodNaming>,
@@ -90,8 +94,13 @@ impl<'a> Timeline<'a> {
             end_ms = end_ms.max(e.t_ms);
             if let EventKind::FaultApplied { id, undo, .. } = &e.kind {
                 last_fault_ms = last_fault_ms.max(e.t_ms);
-                if let (Some(id), false) = (id, undo) {
-                    step_ms.entry(id.clone()).or_insert(e.t_ms);
+                if let Some(id) = id {
+                    let key = if *undo {
+                        format!("{id}{}", crate::scenario::END_SUFFIX)
+                    } else {
+                        id.clone()
+                    };
+                    step_ms.entry(key).or_insert(e.t_ms);
                 }
             }
         }
@@ -173,14 +182,43 @@ impl<'a> Timeline<'a> {
             .events
             .iter()
             .any(|e| matches!(&e.kind, EventKind::CandidatePod { process: p, .. } if p == process));
-        let wanted = identity
-            .rsplit_once('_')
-            .filter(|_| !pod)
-            .and_then(|(_, i)| i.parse::<u32>().ok());
+        let wanted = if pod {
+            self.writer(lease, identity, process)
+        } else {
+            identity
+                .rsplit_once('_')
+                .and_then(|(_, i)| i.parse::<u32>().ok())
+        };
         match (self.incarnation_at(process, t), wanted) {
             (Some(running), Some(wanted)) => running == wanted,
             (running, _) => running.is_some(),
         }
+    }
+
+    /// The incarnation of `process` (a pod's program, whose identity is its own) that wrote
+    /// holder identity `identity` into `lease`: the one last started when the identity was first
+    /// seen there. Each start of a pod's program makes a new identity, so a record still naming
+    /// the identity of a start that has exited names nobody running.
+    fn writer(&self, lease: &str, identity: &str, process: &str) -> Option<u32> {
+        let first_seen = self.events.iter().find_map(|e| match &e.kind {
+            EventKind::LeaseObserved {
+                lease: l,
+                holder: Some(h),
+                ..
+            } if l == lease && h == identity => Some(e.t_ms),
+            _ => None,
+        })?;
+        self.events
+            .iter()
+            .take_while(|e| e.t_ms <= first_seen)
+            .filter_map(|e| match &e.kind {
+                EventKind::ProcessStarted {
+                    process: p,
+                    incarnation,
+                } if p == process => Some(*incarnation),
+                _ => None,
+            })
+            .last()
     }
 
     /// The processes that compete for a lease: the scenario's replicas, for a self-hosted
@@ -386,6 +424,67 @@ pub(crate) fn watch(inv: &Invariant) -> Watch {
     }
 }
 
+/// For an invariant judged on what the candidates say of their leading (`single-leader`,
+/// `valid-lease-while-leading`): `Some(why)` when fewer than `min_terms` leadership terms of
+/// `lease` were observed. Then nothing was judged, and the invariant has not held: a run in
+/// which no candidate's words were read cannot show that two never led at once. Says what was
+/// seen of the Lease instead, and where the candidates' words were looked for.
+fn no_evidence(
+    tl: &Timeline<'_>,
+    s: &Scenario,
+    lease: &LeaseRef,
+    min_terms: u32,
+) -> Option<String> {
+    let name = lease.to_string();
+    let terms = tl
+        .events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::LeadingStarted { lease: l, .. } if *l == name))
+        .count();
+    if terms >= min_terms as usize {
+        return None;
+    }
+    let held = tl.events.iter().find_map(|e| match &e.kind {
+        EventKind::LeaseObserved {
+            lease: l,
+            holder: Some(h),
+            ..
+        } if *l == name => Some((e.t_ms, h.clone())),
+        _ => None,
+    });
+    let lease_said = match held {
+        Some((t, h)) => format!(
+            "the Lease was held all the same (by {}, first seen at {})",
+            tl.holder_process(&name, &h),
+            crate::events::fmt_ms(t)
+        ),
+        None => "the Lease was never seen held either".to_owned(),
+    };
+    let mut looked: Vec<String> = Vec::new();
+    for a in s.cluster.agents.iter().filter(|a| a.lease == *lease) {
+        looked.push(match &a.leading {
+            Some(l) => format!(
+                "agent {}'s `leading.started` pattern `{}` matched no line its processes printed (with `leading:` patterns, they are its only evidence; patterns are case-sensitive: client-go logs `Successfully acquired lease`, controller-runtime then `leader election lost`)",
+                a.name, l.started
+            ),
+            None => format!(
+                "agent {} printed no leadership report (`{{\"event\":\"leading-started\",...}}` lines); give it `leading:` patterns that its log lines match (client-go: `started: 'Successfully acquired lease'`)",
+                a.name
+            ),
+        });
+    }
+    let looked = if looked.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", looked.join("; "))
+    };
+    Some(format!(
+        "no evidence: {terms} leadership term{} of {name} observed where {min_terms} {} needed to judge it, so it has not held; {lease_said}{looked}. If no candidate is meant to say it leads, write `min-terms: 0`",
+        if terms == 1 { "" } else { "s" },
+        if min_terms == 1 { "is" } else { "are" },
+    ))
+}
+
 /// Judge every invariant of a scenario on a recorded timeline.
 pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
     let tl = Timeline::new(events).with_pod_agents(s);
@@ -400,6 +499,7 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
             let window = Some(anchor).zip(Some(deadline));
             let mut violated = None;
             let mut took_ms = None;
+            let mut no_evidence_seen = false;
             let ((held, message), window) = match &inv.value {
                 Invariant::LeaderReacquired(i) => {
                     let (held, message, took) =
@@ -409,13 +509,29 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                 }
                 Invariant::SingleLeader(i) => {
                     let (held, message, when) = single_leader::judge(&tl, i);
-                    violated = when;
-                    ((held, message), None)
+                    match no_evidence(&tl, s, &i.lease, i.min_terms) {
+                        Some(why) => {
+                            no_evidence_seen = true;
+                            ((false, why), None)
+                        }
+                        None => {
+                            violated = when;
+                            ((held, message), None)
+                        }
+                    }
                 }
                 Invariant::ValidLeaseWhileLeading(i) => {
                     let (held, message, when) = valid_lease_while_leading::judge(&tl, i);
-                    violated = when;
-                    ((held, message), None)
+                    match no_evidence(&tl, s, &i.lease, i.min_terms) {
+                        Some(why) => {
+                            no_evidence_seen = true;
+                            ((false, why), None)
+                        }
+                        None => {
+                            violated = when;
+                            ((held, message), None)
+                        }
+                    }
                 }
                 Invariant::Schedulable(i) => {
                     let (held, message, took) = schedulable::judge(&tl, i, index, anchor, deadline);
@@ -433,6 +549,7 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                 label: inv.value.label(),
                 held,
                 message,
+                no_evidence: no_evidence_seen,
                 anchor_ms: window.map(|w| w.0),
                 deadline_ms: window.map(|w| w.1),
                 violated,
@@ -506,6 +623,95 @@ mod tests {
             after: None,
         };
         available::judge(&tl, &inv, anchor, anchor + 30_000)
+    }
+
+    /// `after: ID.end` opens the window when the step's `for:` undid it, as recorded; `after:
+    /// ID` when it was applied.
+    #[test]
+    fn an_anchor_at_a_steps_end_is_its_recorded_undo() {
+        let s = crate::scenario::parse(
+            std::path::Path::new("t.yaml"),
+            b"name: t\ncluster: {components: {kube-scheduler: {replicas: 1}}}\nfaults:\n  - {at: 10s, id: outage, api-server: stop, for: 45s}\nexpect:\n  - schedulable: {within: 1m, after: outage}\n  - schedulable: {within: 1m, after: outage.end}\n",
+        )
+        .unwrap();
+        let applied = |t_ms: u64, undo: bool| {
+            at(
+                t_ms,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: Some("outage".into()),
+                    action: "api-server: stop".into(),
+                    undo,
+                    detail: String::new(),
+                    links: Vec::new(),
+                },
+            )
+        };
+        let events = [
+            applied(10_020, false),
+            applied(55_040, true),
+            at(120_000, EventKind::RunEnded {}),
+        ];
+        let v = judge(&s, &events);
+        assert_eq!(v[0].anchor_ms, Some(10_020));
+        assert_eq!(v[1].anchor_ms, Some(55_040));
+        assert_eq!(v[1].deadline_ms, Some(115_040));
+    }
+
+    /// A pod agent whose `leading:` patterns match none of its lines while its pod holds the
+    /// Lease: nothing said who led, so neither leadership invariant held (once they passed with
+    /// "0 leadership terms observed"), and the words say which pattern found nothing. With
+    /// `min-terms: 0` the same run holds; with one term seen it is judged as before.
+    #[test]
+    fn no_leadership_term_observed_is_no_evidence_and_not_a_pass() {
+        let yaml = |min: &str| {
+            format!(
+                "name: t
+cluster:
+  agents: [{{name: op, lease: ops/op, pods: {{namespace: ops, selector: app=op}}, leading: {{started: 'successfully acquired lease'}}}}]
+expect:
+  - single-leader: {{lease: ops/op{min}}}
+  - valid-lease-while-leading: {{lease: ops/op{min}}}
+"
+            )
+        };
+        let mut events = candidate_op_1();
+        events.extend([
+            lease_seen(100, "op-1_x", 100),
+            lease_seen(10_100, "op-1_x", 10_100),
+            lease_seen(19_100, "op-1_x", 19_100),
+            at(20_000, EventKind::RunEnded {}),
+        ]);
+        let parse = |y: String| {
+            crate::scenario::parse(std::path::Path::new("t.yaml"), y.as_bytes()).unwrap()
+        };
+        let v = judge(&parse(yaml("")), &events);
+        for v in &v {
+            assert!(!v.held, "{}: {}", v.label, v.message);
+            assert!(
+                v.message.starts_with("no evidence: 0 leadership terms of ops/op observed where 1 is needed to judge it, so it has not held; the Lease was held all the same (by op-1, first seen at 0.1s); agent op's `leading.started` pattern `successfully acquired lease` matched no line"),
+                "{}",
+                v.message
+            );
+            assert!(v.message.contains("`min-terms: 0`"), "{}", v.message);
+            assert_eq!(v.violated, None);
+            assert!(v.no_evidence);
+        }
+        let v = judge(&parse(yaml(", min-terms: 0")), &events);
+        assert!(v.iter().all(|v| v.held), "{v:?}");
+        events.insert(
+            3,
+            at(
+                150,
+                EventKind::LeadingStarted {
+                    lease: "ops/op".into(),
+                    identity: "op-1_1".into(),
+                },
+            ),
+        );
+        let v = judge(&parse(yaml("")), &events);
+        assert!(v.iter().all(|v| v.held), "{v:?}");
+        assert!(v[0].message.contains("(1 leadership term observed)"));
     }
 
     /// A pod agent whose program writes its identity in its own way: its `identity` pattern
@@ -783,6 +989,25 @@ expect:
             "{m}"
         );
         assert!(!m.contains("none is trying"), "{m}");
+        // The Lease still names the identity of the start that was killed: that is not the
+        // process running now (a pod's program makes a new identity at each start).
+        assert!(
+            m.contains("last holder op-1_a (process not running: the start of it that wrote this identity has exited; start #2 runs)"),
+            "{m}"
+        );
+        // Its wait ends at the deadline, or less than one retry before it: still waiting, not
+        // free (once "free to take it ... (from 40.0s to 40.0s)").
+        for within in ["20s", "22s"] {
+            let m = verdict("{at: 20s, kill: agent/op}", within, 25_000, false);
+            assert!(
+                m.contains("op-1 (until 40.0s) was still waiting out the lease as client-go does"),
+                "{within}: {m}"
+            );
+            assert!(
+                !m.contains("none is trying") && !m.contains("free to take it"),
+                "{m}"
+            );
+        }
         // Long after its wait ended, with nothing in its way: none is trying.
         let m = verdict("{at: 20s, kill: agent/op}", "1m", 25_000, false);
         assert!(

@@ -137,6 +137,7 @@ mod tests {
 
     fn judged(events: &[Event]) -> (bool, String) {
         let i = SingleLeader {
+            min_terms: 1,
             lease: crate::scenario::LeaseRef {
                 namespace: "default".into(),
                 name: "lock".into(),

@@ -225,6 +225,7 @@ mod tests {
                 name: "lock".into(),
             },
             tolerance: std::time::Duration::from_secs(2),
+            min_terms: 1,
         };
         let (held, message, when) = judge(&Timeline::new(events), &i);
         assert_eq!(held, when.is_none(), "a violation says when");

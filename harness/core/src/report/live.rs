@@ -166,8 +166,9 @@ pub fn view(st: &Status<'_>) -> View {
             let deadline = opens + inv.value.window().as_millis() as u64;
             let watch = invariants::watch(&inv.value);
             let window = match watch {
-                // Decided by a violation; holds so far until the run ends.
-                Watch::WholeRun if v.held => Window::Holding {
+                // Decided by a violation; holds so far until the run ends (no term reported
+                // yet is no evidence only once the run has ended).
+                Watch::WholeRun if v.held || v.no_evidence => Window::Holding {
                     until_ms: st.plan.duration.as_millis() as u64,
                 },
                 Watch::WholeRun => Window::Decided {

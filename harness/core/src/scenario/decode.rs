@@ -223,6 +223,14 @@ impl Decoder {
         }
     }
 
+    /// An invariant's `min-terms` (default [`DEFAULT_MIN_TERMS`]).
+    fn min_terms(&mut self, g: &Fields<'_>, invariant: &str) -> Option<u32> {
+        match g.get("min-terms") {
+            Some(n) => self.count(n, &format!("`{invariant}.min-terms`"), 0, 1000),
+            None => Some(DEFAULT_MIN_TERMS),
+        }
+    }
+
     fn count(&mut self, node: &Node, what: &str, min: i64, max: i64) -> Option<u32> {
         match &node.value {
             Value::Int(n) if (min..=max).contains(n) => Some(*n as u32),
@@ -727,14 +735,14 @@ impl Decoder {
             let text = d.string(n, &format!("`agent.leading.{key}`"))?;
             match regex::Regex::new(&text) {
                 Ok(_) if text.is_empty() => {
-                    d.problem(n.pos, format!("`agent.leading.{key}` is empty; expected a regular expression that its log lines match, like `successfully acquired lease`"));
+                    d.problem(n.pos, format!("`agent.leading.{key}` is empty; expected a regular expression that its log lines match, like `Successfully acquired lease` (client-go's line)"));
                     None
                 }
                 Ok(_) => Some(Some(text)),
                 Err(e) => {
                     let why = e.to_string();
                     let why = why.lines().last().unwrap_or("").trim().to_owned();
-                    d.problem(n.pos, format!("`agent.leading.{key}` is not a regular expression ({why}); expected one that its log lines match, like `successfully acquired lease`"));
+                    d.problem(n.pos, format!("`agent.leading.{key}` is not a regular expression ({why}); expected one that its log lines match, like `Successfully acquired lease` (client-go's line)"));
                     None
                 }
             }
@@ -1315,14 +1323,18 @@ impl Decoder {
                 }))
             }
             "single-leader" => {
-                let g = self.fields(value, &what, &["lease"])?;
+                let g = self.fields(value, &what, &["lease", "min-terms"])?;
                 let lease = self
                     .required(&g, value.pos, "lease", &what)
                     .and_then(|n| self.lease(n, "`single-leader.lease`"));
-                Some(Invariant::SingleLeader(SingleLeader { lease: lease? }))
+                let min_terms = self.min_terms(&g, "single-leader")?;
+                Some(Invariant::SingleLeader(SingleLeader {
+                    lease: lease?,
+                    min_terms,
+                }))
             }
             "valid-lease-while-leading" => {
-                let g = self.fields(value, &what, &["lease", "tolerance"])?;
+                let g = self.fields(value, &what, &["lease", "tolerance", "min-terms"])?;
                 let lease = self
                     .required(&g, value.pos, "lease", &what)
                     .and_then(|n| self.lease(n, "`valid-lease-while-leading.lease`"));
@@ -1330,9 +1342,11 @@ impl Decoder {
                     Some(n) => Some(self.duration(n, "`tolerance`")?),
                     None => None,
                 };
+                let min_terms = self.min_terms(&g, "valid-lease-while-leading")?;
                 Some(Invariant::ValidLeaseWhileLeading(ValidLeaseWhileLeading {
                     lease: lease?,
                     tolerance: tolerance.unwrap_or(std::time::Duration::from_secs(2)),
+                    min_terms,
                 }))
             }
             "available" => {

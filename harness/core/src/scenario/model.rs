@@ -340,9 +340,9 @@ pub struct PodsRef {
 #[derive(Clone, Debug, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct LeadingPatterns {
-    /// A line saying it now leads: `successfully acquired lease`.
+    /// A line saying it now leads (a case-sensitive regular expression): client-go logs `Successfully acquired lease`.
     pub started: String,
-    /// A line saying it stopped leading: `leader election lost|stopped leading`.
+    /// A line saying it stopped leading: client-go logs `Failed to renew lease`, controller-runtime then `leader election lost`.
     pub stopped: Option<String>,
 }
 
@@ -1084,7 +1084,20 @@ pub struct SingleLeader {
     /// `NAMESPACE/NAME` of the Lease.
     #[schemars(with = "LeaseText")]
     pub lease: LeaseRef,
+    /// How many leadership terms must be observed for the invariant to be judged at all
+    /// (default 1): with fewer there is no evidence, and the invariant has not held. `0` says
+    /// that no candidate is expected to say it leads.
+    #[schemars(rename = "min-terms", with = "Option<u32>")]
+    pub min_terms: u32,
 }
+
+/// What `after: STEP-ID.end` adds to a step's id: the anchor is the moment its `for:` undid it
+/// (the API server started again, the partition healed), not the moment it was applied.
+pub const END_SUFFIX: &str = ".end";
+
+/// `min-terms` when an invariant does not say: one leadership term at least, or nothing was
+/// judged.
+pub const DEFAULT_MIN_TERMS: u32 = 1;
 
 /// `valid-lease-while-leading: {lease, tolerance}`.
 #[derive(Clone, Debug, JsonSchema)]
@@ -1097,6 +1110,9 @@ pub struct ValidLeaseWhileLeading {
     /// `renewTime` + `leaseDurationSeconds` (the observer's lag, clock skew); default 2s.
     #[schemars(with = "Option<DurationText>")]
     pub tolerance: Duration,
+    /// As `single-leader`'s: how many leadership terms must be observed to judge (default 1).
+    #[schemars(rename = "min-terms", with = "Option<u32>")]
+    pub min_terms: u32,
 }
 
 /// `available: {deployment, within, after}`.
@@ -1141,6 +1157,16 @@ impl Invariant {
     }
 
     /// The `after:` step id, if any.
+    /// The step its `after:` names (`STEP-ID`, or `STEP-ID.end` for the moment the step's
+    /// `for:` undid it), and whether it is the step's end.
+    pub fn after_step(&self) -> Option<(&str, bool)> {
+        self.after().map(|a| match a.strip_suffix(END_SUFFIX) {
+            Some(id) => (id, true),
+            None => (a, false),
+        })
+    }
+
+    /// `after:` as written.
     pub fn after(&self) -> Option<&str> {
         match self {
             Invariant::LeaderReacquired(i) => i.after.as_deref(),

@@ -19,12 +19,12 @@ impl Scenario {
 
     /// The planned anchor of an invariant: its `after:` step's time, or the end of the last fault.
     pub(crate) fn planned_anchor(&self, inv: &Invariant) -> Duration {
-        match inv.after() {
-            Some(id) => self
+        match inv.after_step() {
+            Some((id, end)) => self
                 .faults
                 .iter()
                 .find(|s| s.id.as_deref() == Some(id))
-                .map(|s| s.at)
+                .map(|s| if end { s.end() } else { s.at })
                 .unwrap_or_default(),
             None => self.last_fault_end(),
         }
@@ -169,14 +169,21 @@ pub fn validate(s: &Scenario) -> Vec<Problem> {
                 ));
             }
         }
-        if let Some(after) = inv.value.after() {
-            if !ids.contains(after) {
+        if let Some((id, end)) = inv.value.after_step() {
+            let after = inv.value.after().unwrap_or_default();
+            if !ids.contains(id) {
                 let known = if ids.is_empty() {
                     "no step has an `id`".to_owned()
                 } else {
                     format!("step ids: {}", ticked(&ids))
                 };
-                problems.push((inv.pos, format!("`after: {after}` names no step; expected the `id` of a fault step ({known})")));
+                problems.push((inv.pos, format!("`after: {after}` names no step; expected the `id` of a fault step, or `ID.end` for the moment its `for:` ends ({known})")));
+            } else if end
+                && s.faults
+                    .iter()
+                    .any(|st| st.id.as_deref() == Some(id) && st.for_.is_none())
+            {
+                problems.push((inv.pos, format!("`after: {after}`: step `{id}` has no `for:`, so nothing ends it; expected `after: {id}` (the moment it is applied), or a `for:` on the step")));
             }
         }
     }
@@ -348,6 +355,39 @@ mod tests {
                 "`partition` cuts `etcd` off from itself; expected two different targets"
             ),
             "{p:?}"
+        );
+    }
+
+    /// `after: ID.end` anchors at the moment the step's `for:` undoes it; a step without `for:`
+    /// has no end, which is said at the invariant's line.
+    #[test]
+    fn an_anchor_at_a_steps_end_needs_a_for() {
+        let p = problems("faults:\n  - {at: 10s, id: outage, api-server: stop, for: 45s}\n  - {at: 1m30s, id: kill, kill: kube-scheduler/leader}\nexpect:\n  - schedulable: {within: 1m, after: outage.end}\n  - schedulable: {within: 1m, after: kill.end}\n  - schedulable: {within: 1m, after: nowhere.end}\n");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].contains(":11:5: `after: kill.end`: step `kill` has no `for:`, so nothing ends it; expected `after: kill`"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].contains(":12:5: `after: nowhere.end` names no step"),
+            "{p:?}"
+        );
+        let s = crate::scenario::parse(
+            std::path::Path::new("t.yaml"),
+            b"name: t\ncluster: {components: {kube-scheduler: {replicas: 1}}}\nfaults:\n  - {at: 10s, id: outage, api-server: stop, for: 45s}\nexpect:\n  - schedulable: {within: 1m, after: outage}\n  - schedulable: {within: 1m, after: outage.end}\n",
+        )
+        .unwrap();
+        let anchors: Vec<std::time::Duration> = s
+            .expect
+            .iter()
+            .map(|i| s.planned_anchor(&i.value))
+            .collect();
+        assert_eq!(
+            anchors,
+            [
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(55)
+            ]
         );
     }
 
