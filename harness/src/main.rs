@@ -37,6 +37,11 @@ fn run() -> i32 {
                 .unwrap_or_else(|_| cli.log_filter().into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a redirected log is read as text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .try_init();
     let end = match cli.command {
         Command::Scenario(args) => commands::run::scenario(&args, cli.verbose > 0),

@@ -1406,6 +1406,77 @@ fn a_command_agent_whose_program_is_missing_is_refused_before_the_run() {
         .stdout(predicate::str::contains("; runs on local, kube)"));
 }
 
+/// A run kept with `--keep` that has ended: `cluster down DIR` removes its directory, as the
+/// README says (it once said "no local control plane is running" and left it); without DIR a
+/// kept directory stays, being kept on purpose.
+#[test]
+fn cluster_down_dir_removes_a_kept_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kubechaos-kept");
+    std::fs::create_dir(&dir).unwrap();
+    // A pid that is no kubechaos: the run has ended.
+    std::fs::write(
+        dir.join("cluster.json"),
+        format!(
+            r#"{{"pid": 1, "purpose": "scenario api-restart", "kubeconfig": "{}", "keep": true}}"#,
+            dir.join("admin.kubeconfig").display()
+        ),
+    )
+    .unwrap();
+    kubechaos()
+        .args(["cluster", "down"])
+        .env("TMPDIR", tmp.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "no local control plane is running",
+        ));
+    assert!(dir.exists(), "kept on purpose when no DIR is named");
+    kubechaos()
+        .args(["cluster", "down"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "removed {} (kept by --keep)",
+            dir.display()
+        )));
+    assert!(!dir.exists());
+}
+
+/// A pod agent in a file without `cluster.manifests` runs on kube (the cluster's pods) but not on
+/// local, where its pods can only come from the manifests: `validate` says so, and the run is
+/// refused before anything starts (exit 2 at the agent's line) instead of ending with exit 3 after
+/// the start's wait.
+#[test]
+fn a_pod_agent_without_manifests_does_not_run_on_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-manifests.yaml");
+    std::fs::write(
+        &path,
+        "name: no-manifests\ncluster:\n  agents:\n    - {name: op, lease: ops/op-lock, pods: {namespace: ops, selector: app=op}}\nfaults:\n  - {at: 5s, kill: agent/op/leader}\nexpect:\n  - leader-reacquired: {lease: ops/op-lock, within: 30s}\n",
+    )
+    .unwrap();
+    kubechaos()
+        .args(["validate", path.to_str().unwrap()])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("; runs on kube)"));
+    for args in [
+        vec!["validate", path.to_str().unwrap(), "--backend", "local"],
+        vec!["scenario", path.to_str().unwrap(), "--backend", "local"],
+    ] {
+        kubechaos()
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "no-manifests.yaml:4:7: pod agent `op`: on the local backend its pods come from `cluster.manifests`, and the file has none",
+            ));
+    }
+}
+
 /// On an existing cluster, agents run on this machine: their kills and their partitions from
 /// the API server are for every provider, the generic one included; a partition between an agent
 /// and anything but the API server is refused before the run, with the reason.

@@ -184,7 +184,7 @@ pub fn down(only: Option<&Path>) -> End {
             );
         }
         match r
-            .down(&dir, Duration::from_secs(30))
+            .down(&dir, Duration::from_secs(30), only.is_some())
             .map_err(Failure::Down)?
         {
             Down::Stopped => println!(
@@ -196,6 +196,7 @@ pub fn down(only: Option<&Path>) -> End {
                     ""
                 }
             ),
+            Down::Removed if r.keep => println!("removed {} (kept by --keep)", dir.display()),
             Down::Removed => println!(
                 "removed {} (left by a kubechaos that was killed)",
                 dir.display()

@@ -788,7 +788,13 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
             continue;
         };
         let verdict = if *held { "PASS" } else { "FAIL" };
-        let mut lane = Lane::new(format!("invariant:{invariant}"), label.clone());
+        // Two invariants of one Lease (one per outage, say) differ by their windows: the label
+        // says where each opens.
+        let shown = match anchor_ms {
+            Some(a) => format!("{label} from {}", fmt_ms(*a)),
+            None => label.clone(),
+        };
+        let mut lane = Lane::new(format!("invariant:{invariant}"), shown);
         let (from, to) = (anchor_ms.unwrap_or(0), deadline_ms.unwrap_or(end_ms));
         match (violated_from_ms, violated_to_ms) {
             // Judged over the whole run, violated there: the run as its window, the violation
@@ -1150,6 +1156,46 @@ mod tests {
         assert_eq!(
             spans(lane(&m, "invariant:0")),
             vec![(0, 60_000, "window"), (20_000, 20_011, "violated")]
+        );
+        // Every class drawn has a style of its own (the window once had none and was drawn
+        // black over the whole run).
+        let css = include_str!("report.css");
+        for s in &lane(&m, "invariant:0").spans {
+            assert!(
+                css.contains(&format!("svg .span.{} {{", s.class)),
+                "no style for spans of class {}",
+                s.class
+            );
+        }
+    }
+
+    /// Two invariants of one Lease, one per outage: their lanes say where each window opens, so
+    /// that the column's cut (start and end kept) still tells them apart.
+    #[test]
+    fn two_invariants_of_one_lease_are_told_apart_by_their_windows() {
+        let judged = |invariant: usize, anchor: u64| {
+            ev(
+                90_000,
+                EventKind::InvariantJudged {
+                    invariant,
+                    label: "leader-reacquired client-go-agent/client-go-agent-lock".into(),
+                    held: true,
+                    message: "held".into(),
+                    anchor_ms: Some(anchor),
+                    deadline_ms: Some(anchor + 30_000),
+                    violated_from_ms: None,
+                    violated_to_ms: None,
+                },
+            )
+        };
+        let m = model(&[started(), judged(0, 40_000), judged(1, 80_000)]).unwrap();
+        assert_eq!(
+            lane(&m, "invariant:0").label,
+            "leader-reacquired client-go-agent/client-go-agent-lock from 40.0s"
+        );
+        assert_eq!(
+            lane(&m, "invariant:1").label,
+            "leader-reacquired client-go-agent/client-go-agent-lock from 1m20.0s"
         );
     }
 

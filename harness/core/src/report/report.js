@@ -171,7 +171,11 @@
     var g = el("g", { "class": "lane", "data-lane": lane.id }, svg);
     el("rect", { "class": "lane-bg", x: LABEL_W, y: y + 2, width: x(data.end_ms) - LABEL_W, height: ROW_H - 4 }, g);
     var label = el("text", { "class": "lane-label", x: 12, y: y + ROW_H / 2 + 4 }, g);
-    label.textContent = lane.label.length > 42 ? lane.label.slice(0, 41) + "…" : lane.label;
+    // Too long for the column: its start and its end, which tell lanes apart (the end of a
+    // Lease's name, the window an invariant opens at), with the middle cut out.
+    label.textContent = lane.label.length > 42
+      ? lane.label.slice(0, 20) + "…" + lane.label.slice(lane.label.length - 21)
+      : lane.label;
     el("title", {}, label).textContent = lane.label;
     var top = y + (ROW_H - BAR_H) / 2;
     var texts = [];

@@ -61,8 +61,22 @@ pub fn cluster_line(s: &Scenario, existing: bool) -> String {
 /// The timeline section. `verbose`: every event, not only the notable ones.
 pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
     let mut out = String::new();
+    let expiries = expiries(outcome);
+    let mut next_expiry = expiries.iter().peekable();
     let mut holders: BTreeMap<String, Option<String>> = BTreeMap::new();
+    // The Leases that expired since they were last seen held.
+    let mut lapsed: std::collections::BTreeSet<String> = Default::default();
     for e in &outcome.events {
+        // A Lease that its holder did not renew in time expired: said at the moment it did.
+        while let Some((t, lease, holder)) = next_expiry.next_if(|(t, ..)| *t < e.t_ms) {
+            lapsed.insert(lease.clone());
+            let _ = writeln!(
+                out,
+                "  {:>9}  lease     {lease}: expired (not renewed by {})",
+                fmt_ms(*t),
+                identity_process(holder)
+            );
+        }
         let line = match &e.kind {
             EventKind::FaultApplied { action, detail, .. } => {
                 Some(format!("fault     {action}  [{detail}]"))
@@ -83,10 +97,15 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
                 ..
             } => {
                 let prev = holders.insert(lease.clone(), holder.clone());
+                let again = lapsed.remove(lease);
+                let shown = holder.as_deref().map(identity_process).unwrap_or("nobody");
                 if prev.as_ref() != Some(holder) {
+                    Some(format!("lease     {lease}: held by {shown}"))
+                } else if again && holder.is_some() {
+                    // The same holder renewed it after it had expired: it took it back.
                     Some(format!(
-                        "lease     {lease}: held by {}",
-                        holder.as_deref().map(identity_process).unwrap_or("nobody")
+                        "lease     {lease}: held by {shown} again (renewed at {})",
+                        renew_ms.map(fmt_ms).unwrap_or_default()
                     ))
                 } else if verbose {
                     Some(format!(
@@ -134,6 +153,50 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
     out
 }
 
+/// When each Lease expired, as the observations show: a holder's renewal made it valid until
+/// `renewTime` + `leaseDurationSeconds`, and the next observation of it (if any) was neither a
+/// renewal from before then (seen late) nor in time. In time order: (when, lease, holder).
+fn expiries(outcome: &Outcome) -> Vec<(u64, String, String)> {
+    let end = outcome.events.last().map(|e| e.t_ms).unwrap_or(0);
+    // Each observation: when, lease, holder, renewTime, lease duration.
+    type Seen<'a> = (u64, &'a str, Option<&'a str>, Option<u64>, Option<u64>);
+    let seen: Vec<Seen<'_>> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::LeaseObserved {
+                lease,
+                holder,
+                renew_ms,
+                duration_ms,
+                ..
+            } => Some((
+                e.t_ms,
+                lease.as_str(),
+                holder.as_deref(),
+                *renew_ms,
+                *duration_ms,
+            )),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, &(_, lease, holder, renew, duration)) in seen.iter().enumerate() {
+        let (Some(holder), Some(until)) = (holder, renew.zip(duration).map(|(r, d)| r + d)) else {
+            continue;
+        };
+        let next = seen[i + 1..].iter().find(|s| s.1 == lease);
+        let renewed_in_time =
+            next.is_some_and(|n| n.2 == Some(holder) && n.3.is_some_and(|r| r <= until));
+        let seen_before = next.is_some_and(|n| n.0 <= until);
+        if !renewed_in_time && !seen_before && until < end {
+            out.push((until, lease.to_owned(), holder.to_owned()));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The verdict section.
 pub fn verdicts(outcome: &Outcome) -> String {
     let mut out = String::new();
@@ -156,4 +219,53 @@ pub fn verdicts(outcome: &Outcome) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Event;
+
+    /// A Lease that its holder did not renew in time is said to expire when it did, and the
+    /// same holder taking it back gets a line too; a renewal seen late but made in time is no
+    /// expiry.
+    #[test]
+    fn the_timeline_says_when_a_lease_expired_and_who_took_it_back() {
+        let s = crate::scenario::parse(
+            std::path::Path::new("t.yaml"),
+            b"name: t\ncluster: {components: {kube-scheduler: {replicas: 1}}}\n",
+        )
+        .unwrap();
+        let seen = |t_ms: u64, renew: u64| Event {
+            t_ms,
+            kind: EventKind::LeaseObserved {
+                lease: "kube-system/kube-scheduler".into(),
+                holder: Some("s-0_1".into()),
+                renew_ms: Some(renew),
+                transitions: 0,
+                duration_ms: Some(15_000),
+            },
+        };
+        let events = vec![
+            seen(1_000, 1_000),
+            // Made at 15.5s, before the 16s expiry, seen late: no expiry.
+            seen(17_000, 15_500),
+            seen(40_000, 40_000),
+            Event {
+                t_ms: 60_000,
+                kind: EventKind::RunEnded {},
+            },
+        ];
+        let outcome = Outcome::judge(
+            &s,
+            crate::plan::Plan::new(&s),
+            events,
+            std::time::Duration::ZERO,
+        );
+        let text = timeline(&outcome, false);
+        assert_eq!(
+            text,
+            "       1.0s  lease     kube-system/kube-scheduler: held by s-0\n      30.5s  lease     kube-system/kube-scheduler: expired (not renewed by s-0)\n      40.0s  lease     kube-system/kube-scheduler: held by s-0 again (renewed at 40.0s)\n      55.0s  lease     kube-system/kube-scheduler: expired (not renewed by s-0)\n"
+        );
+    }
 }

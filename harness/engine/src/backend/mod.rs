@@ -59,7 +59,7 @@ pub enum EnvironmentError {
     #[error("the simulated cluster did not start")]
     SimStart(#[source] crate::selfhosted::BootstrapError),
     /// The local control plane did not start; everything it had started was stopped.
-    #[error("the local control plane did not start (everything started was stopped)")]
+    #[error("the local run did not start (everything started was stopped)")]
     Local(#[source] local::error::LocalError),
     /// The kube backend could not reach, read or act on its cluster.
     #[error(transparent)]

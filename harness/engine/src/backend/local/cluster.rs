@@ -233,6 +233,14 @@ impl Spec {
 
     /// Every lease that must be held before the cluster counts as ready.
     fn leases(&self) -> Vec<LeaseRef> {
+        let mut out = self.control_plane_leases();
+        out.extend(self.pod_agents.iter().map(|(_, l)| l.clone()));
+        out
+    }
+
+    /// The Leases of what kubechaos starts itself: components and `command`/reference agents
+    /// (not the pods of the scenario's manifests).
+    fn control_plane_leases(&self) -> Vec<LeaseRef> {
         let mut out: Vec<LeaseRef> = self
             .components
             .iter()
@@ -240,7 +248,6 @@ impl Spec {
             .map(|(c, _)| c.lease())
             .collect();
         out.extend(self.agents.iter().map(|a| a.lease.clone()));
-        out.extend(self.pod_agents.iter().map(|(_, l)| l.clone()));
         out
     }
 }
@@ -1142,6 +1149,22 @@ impl LocalCluster {
                 return Ok(());
             }
             if started.elapsed() > READY_TIMEOUT || (podless && Instant::now() > pods_due) {
+                // The control plane is up and its own Leases held: what is missing is the
+                // workload's. Say so, with what its pods did.
+                let control_plane_ready = !podless
+                    && crate::kubeclient::not_ready(
+                        &self.admin,
+                        &self.spec.control_plane_leases(),
+                        self.spec.nodes,
+                    )
+                    .await
+                    .is_empty();
+                if control_plane_ready {
+                    return Err(LocalError::WorkloadNotReady {
+                        waited: started.elapsed(),
+                        agents: self.workload_diagnosis().await,
+                    });
+                }
                 return Err(LocalError::NotReady {
                     waited: started.elapsed(),
                     missing,
@@ -1149,6 +1172,72 @@ impl LocalCluster {
             }
             tokio::time::sleep(crate::kubeclient::READY_POLL).await;
         }
+    }
+
+    /// For each pod agent whose Lease nobody holds: which Leases its namespace has instead (a
+    /// program that takes another Lease than the scenario names), and each of its pods' starts
+    /// and last log lines (a missing Role's 403, a port already bound).
+    async fn workload_diagnosis(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (a, lease) in &self.spec.pod_agents {
+            if crate::kubeclient::lease_holder(&self.admin, lease)
+                .await
+                .is_ok_and(|h| h.is_some())
+            {
+                continue;
+            }
+            let listed = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                self.admin.clone(),
+                &lease.namespace,
+            )
+            .list(&kube::api::ListParams::default())
+            .await;
+            let others = match listed {
+                Ok(l) => {
+                    let held: Vec<String> = l
+                        .items
+                        .iter()
+                        .filter(|l| l.metadata.name.as_deref() != Some(lease.name.as_str()))
+                        .map(|l| {
+                            let holder = l
+                                .spec
+                                .as_ref()
+                                .and_then(|s| s.holder_identity.clone())
+                                .filter(|h| !h.is_empty())
+                                .unwrap_or_else(|| "nobody".into());
+                            format!(
+                                "{} (held by {holder})",
+                                l.metadata.name.clone().unwrap_or_default()
+                            )
+                        })
+                        .collect();
+                    if held.is_empty() {
+                        format!("no other Lease in namespace {}", lease.namespace)
+                    } else {
+                        format!(
+                            "Leases taken in namespace {} instead: {} (does the program take another Lease than the scenario names?)",
+                            lease.namespace,
+                            held.join(", ")
+                        )
+                    }
+                }
+                Err(e) => format!(
+                    "the Leases of namespace {} could not be listed: {e}",
+                    lease.namespace
+                ),
+            };
+            let pods = self.containers.report(&a.name);
+            out.push(format!(
+                "agent {}: no pod took Lease {lease}; {others}; its pods:\n      {}",
+                a.name,
+                if pods.is_empty() {
+                    "none ran".to_owned()
+                } else {
+                    pods.join("\n      ")
+                }
+            ));
+        }
+        out
     }
 
     /// Stop everything: children (SIGTERM, then SIGKILL after 5s), node heartbeats, proxies;

@@ -78,6 +78,15 @@ pub enum LocalError {
         /// What was missing.
         missing: Vec<String>,
     },
+    /// The control plane started and its own Leases are held, but a pod agent's Lease is not:
+    /// the workload of the manifests did not take it.
+    #[error("the control plane started, but the workload did not take its Lease within {}s:\n    {}", waited.as_secs(), agents.join("\n    "))]
+    WorkloadNotReady {
+        /// How long it was waited for.
+        waited: Duration,
+        /// Per pod agent whose Lease is not held: what was seen instead.
+        agents: Vec<String>,
+    },
     /// An object of the scenario's `cluster.manifests` could not be applied.
     #[error("the scenario's manifests could not be applied")]
     Manifests(#[source] Box<crate::manifests::ManifestError>),

@@ -174,7 +174,9 @@ impl RunRecord {
     /// Stop the run in `dir`: SIGTERM to its kubechaos, which stops every process and removes
     /// the directory (unless kept), waited for up to `wait`; a run whose kubechaos was killed has
     /// only its directory left, which is removed.
-    pub fn down(&self, dir: &Path, wait: Duration) -> Result<Down, LocalError> {
+    /// `remove_kept`: a directory kept on purpose (`--keep`) is removed too, once its run has
+    /// ended (`cluster down DIR` names it).
+    pub fn down(&self, dir: &Path, wait: Duration, remove_kept: bool) -> Result<Down, LocalError> {
         if self.alive() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(self.pid as i32),
@@ -191,7 +193,7 @@ impl RunRecord {
                 });
             }
             Ok(Down::Stopped)
-        } else if !self.keep {
+        } else if !self.keep || remove_kept {
             // Its children ended with it (parent-death signal); only the directory is left.
             std::fs::remove_dir_all(dir).map_err(LocalError::file("remove", dir))?;
             Ok(Down::Removed)
