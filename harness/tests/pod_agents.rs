@@ -125,7 +125,10 @@ fn a_client_go_deployment_that_gives_up_is_caught() {
 }
 
 /// The correct build passes the outage, and a cut-off of the leading pod (its own link to the
-/// API server) hands the Lease to the other pod, never two leading at once.
+/// API server) hands the Lease to the other pod, never two leading at once. Both replicas serve
+/// metrics on `:8080` and probes on `:8081` as kubebuilder's managers do: each pod has a network
+/// of its own (once they shared the machine's loopback, and the second crash-looped with
+/// `bind: address already in use`, so nobody took over from the cut-off leader).
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn a_correct_client_go_deployment_passes_an_outage_and_its_leader_cut_off() {
@@ -134,6 +137,10 @@ fn a_correct_client_go_deployment_passes_an_outage_and_its_leader_cut_off() {
     let path = client_go_example(dir.path(), &bin, "correct");
     let (code, text) = play_scenario(&path, "local", &[]);
     assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains("address already in use") && !text.contains("start     client-go-agent-"),
+        "a replica could not bind its ports, or crashed:\n{text}"
+    );
     let cut = text
         .lines()
         .find(|l| l.contains("fault     partition: [agent/controller/leader, api-server]"))
@@ -214,6 +221,38 @@ fn a_deployment_that_exits_on_a_lost_lease_is_judged_on_its_exit_through_an_outa
         "PASS  valid-lease-while-leading client-go-agent/client-go-agent-lock",
     ] {
         assert!(text.contains(v), "{v}:\n{text}");
+    }
+    assert_eq!(
+        wait_until_gone(&bin.display().to_string()),
+        Vec::<String>::new()
+    );
+}
+
+/// `leading:` patterns that match none of the program's lines (lower case, where client-go logs
+/// "Successfully acquired lease"; what `kubechaos init` once wrote): the pods held the Lease the
+/// whole run, but nothing said who led, so `single-leader` and `valid-lease-while-leading` do not
+/// pass (they once passed with "0 leadership terms observed") and say which pattern found nothing.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn patterns_that_never_match_are_no_evidence_and_no_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_client_go_agent(dir.path());
+    let path = client_go_example(dir.path(), &bin, "correct");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "started: 'Successfully acquired lease'",
+        "started: 'successfully acquired lease'",
+    );
+    std::fs::write(&path, text).unwrap();
+    let (code, text) = play_scenario(&path, "local", &[]);
+    assert_eq!(code, 1, "{text}");
+    for said in [
+        "PASS  leader-reacquired client-go-agent/client-go-agent-lock",
+        "FAIL  single-leader client-go-agent/client-go-agent-lock: no evidence: 0 leadership terms",
+        "FAIL  valid-lease-while-leading client-go-agent/client-go-agent-lock: no evidence: 0 leadership terms",
+        "the Lease was held all the same (by client-go-agent-",
+        "agent controller's `leading.started` pattern `successfully acquired lease` matched no line",
+    ] {
+        assert!(text.contains(said), "{said}:\n{text}");
     }
     assert_eq!(
         wait_until_gone(&bin.display().to_string()),

@@ -74,8 +74,9 @@ pub(crate) struct Program {
     pub(crate) token: String,
 }
 
-/// The IP a pod whose program runs on this machine reports (`status.podIP`): the host's
-/// loopback, as a `hostNetwork` pod shares its node's addresses.
+/// The IP a pod whose program runs on this machine reports (`status.podIP`): the loopback of
+/// its own network namespace, the one address it has (the local backend's pods reach nothing
+/// but the API server).
 pub(crate) const PROGRAM_POD_IP: &str = "127.0.0.1";
 
 /// Where a node agent runs containers: tasks on the sim, child processes on the local backend.

@@ -120,12 +120,15 @@ pub(crate) enum Isolation {
     /// upstream components' Lease identities (`HOSTNAME_UUID`) say which process leads. Needs
     /// root (`unshare --uts`).
     OwnHostname,
-    /// As [`Isolation::OwnHostname`], and what a pod's container sees: only the environment it
-    /// is given, and its own mount namespace in which `/var/run/secrets/kubernetes.io/serviceaccount`
-    /// is the directory `secrets` (bind-mounted over an overlay of `/run` whose writable layer
-    /// is a tmpfs on `scratch`; a plain tmpfs on `/run` where overlays cannot be made). Nothing
-    /// of it outlives the process: the mounts exist only in its namespace.
+    /// As [`Isolation::OwnHostname`], and what a pod's container sees: its pod's network
+    /// namespace (`netns`, [`super::podnet`]), only the environment it is given, and its own
+    /// mount namespace in which `/var/run/secrets/kubernetes.io/serviceaccount` is the directory
+    /// `secrets` (bind-mounted over an overlay of `/run` whose writable layer is a tmpfs on
+    /// `scratch`; a plain tmpfs on `/run` where overlays cannot be made). Nothing of it outlives
+    /// the process: the mounts exist only in its namespace.
     Pod {
+        /// The pod's network namespace, as a path to join.
+        netns: PathBuf,
         /// The token, CA and namespace files.
         secrets: PathBuf,
         /// An empty directory for the overlay's writable layer.
@@ -176,14 +179,17 @@ pub(crate) fn spawn(
             ]);
         }
         Isolation::Pod {
+            netns,
             secrets,
             scratch,
             cwd,
             ..
         } => {
             command
+                .arg("nsenter")
+                .arg(format!("--net={}", netns.display()))
                 .args([
-                    "unshare", "--uts", "--mount", "--", "sh", "-c", POD_SETUP, name,
+                    "--", "unshare", "--uts", "--mount", "--", "sh", "-c", POD_SETUP, name,
                 ])
                 .arg(scratch)
                 .arg(secrets)
@@ -305,6 +311,8 @@ struct State {
     /// Each program pod's own link to the API server (kept across its container's restarts, as
     /// a pod's network is).
     proxies: BTreeMap<String, Proxy>,
+    /// Each program pod's own network namespace, in which its proxy is the API server.
+    networks: BTreeMap<String, super::podnet::PodNetwork>,
 }
 
 /// A pod agent, as the fake nodes know it: which pods are its candidates.
@@ -444,7 +452,8 @@ impl LocalContainers {
     }
 
     /// How to start program pod `pod`: its files (token, CA, namespace; a home; scratch), its
-    /// own proxy, and its environment as a pod's: `KUBERNETES_SERVICE_*` naming its proxy, `PATH`
+    /// own proxy and network namespace, and its environment as a pod's: `KUBERNETES_SERVICE_*`
+    /// naming `127.0.0.1:443` in its namespace (its proxy), `PATH`
     /// of this machine, `HOSTNAME`, `HOME`, then the container's own variables.
     fn program_launch(
         &self,
@@ -481,7 +490,12 @@ impl LocalContainers {
             })?;
             st.proxies.insert(pod.to_owned(), proxy);
         }
-        let port = st.proxies[pod].addr.port().to_string();
+        if !st.networks.contains_key(pod) {
+            let network = super::podnet::PodNetwork::new(st.proxies[pod].addr)?;
+            st.networks.insert(pod.to_owned(), network);
+        }
+        let netns = st.networks[pod].path();
+        let port = super::podnet::SERVICE_PORT.to_string();
         let (first, args) = program
             .argv
             .split_first()
@@ -515,6 +529,7 @@ impl LocalContainers {
         Ok((
             (bin, args.to_vec(), env),
             Isolation::Pod {
+                netns,
                 secrets,
                 scratch,
                 cwd,
@@ -693,6 +708,7 @@ impl Containers for LocalContainers {
         self.stop_locked(&mut st, pod, true, reason);
         st.book.forget(pod);
         st.proxies.remove(pod);
+        st.networks.remove(pod);
     }
 
     fn held(&self, pod: &str) -> bool {

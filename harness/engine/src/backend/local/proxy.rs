@@ -115,7 +115,7 @@ impl Drop for Proxy {
 pub(crate) type Health = Option<Arc<Vec<std::sync::atomic::AtomicBool>>>;
 /// End a connection with a reset (RST), as a peer that lost its state does: `SO_LINGER` 0, so
 /// that closing it aborts it.
-fn abort(socket: &TcpStream) {
+pub(crate) fn abort(socket: &TcpStream) {
     let _ = socket2::SockRef::from(socket).set_linger(Some(std::time::Duration::ZERO));
 }
 
