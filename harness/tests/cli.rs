@@ -1445,6 +1445,21 @@ fn cluster_down_dir_removes_a_kept_run_directory() {
     assert!(!dir.exists());
 }
 
+/// On an existing cluster the components' own words are not read, so `single-leader` on their
+/// Lease is refused before the run (exit 2 at the invariant) instead of passing on nothing (it
+/// once said "0 leadership terms observed") or failing with no evidence at the end.
+#[test]
+fn single_leader_on_a_components_lease_is_refused_on_kube() {
+    kubechaos()
+        .args(["validate", "scenarios/api-restart.yaml", "--backend", "kube"])
+        .current_dir(repo())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "`single-leader` on kube-system/kube-scheduler: on an existing cluster kubechaos reads the Lease but not kube-scheduler's own log lines",
+        ));
+}
+
 /// A pod agent in a file without `cluster.manifests` runs on kube (the cluster's pods) but not on
 /// local, where its pods can only come from the manifests: `validate` says so, and the run is
 /// refused before anything starts (exit 2 at the agent's line) instead of ending with exit 3 after
@@ -1898,12 +1913,20 @@ fn init_sets_up_a_chaos_directory_that_the_sim_passes() {
     let read = || {
         [
             "scenario.schema.json",
-            "my-operator-lock-api-outage.yaml",
-            "cluster/my-operator-lock.yaml",
+            "my-operator-api-outage.yaml",
+            "cluster/my-operator.yaml",
         ]
         .map(|f| std::fs::read_to_string(chaos.join(f)).unwrap())
     };
     let written = read();
+    // Named after the app, not its Lease; and the sim file says it is not the user's software.
+    let said = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        said.contains("plays kubechaos's reference agent on the sim, not my-operator")
+            && said.contains("cluster/my-operator.yaml judges my-operator itself"),
+        "{said}"
+    );
+    assert!(written[1].contains("Not your software: kubechaos's reference agent"));
     assert!(written[1].starts_with("# yaml-language-server: $schema=./scenario.schema.json"));
     assert!(written[2].contains("selector: 'app.kubernetes.io/name=my-operator'"));
     let suite = at(&["suite", "chaos/"]);
@@ -1938,7 +1961,7 @@ fn init_sets_up_a_chaos_directory_that_the_sim_passes() {
     );
     assert_eq!(read(), written);
 
-    let mine = chaos.join("my-operator-lock-api-outage.yaml");
+    let mine = chaos.join("my-operator-api-outage.yaml");
     std::fs::write(&mine, "name: mine\n").unwrap();
     let refused = at(&init);
     assert_eq!(refused.status.code(), Some(2));

@@ -577,7 +577,6 @@ faults:
   - {at: 6s, partition: [api-server/1, etcd], for: 3s}
   - {at: 7s, partition: [node/node-2, api-server], for: 3s}
 expect:
-  - single-leader: {lease: kube-system/kube-scheduler}
   - schedulable: {within: 30s, after: lose-leader}
 duration: 40s
 ",

@@ -24,6 +24,38 @@ fn dns_name(text: &str) -> String {
     out.trim_matches('-').to_owned()
 }
 
+/// What the software is called when `--name` does not say: the value of the selector's `app`
+/// label (`app=X`, `app.kubernetes.io/name=X`), else the Lease's name without what names it a
+/// lock (`my-operator-lock` is `my-operator`'s).
+fn app_name(selector: Option<&str>, lease_name: &str) -> String {
+    let from_selector = selector.and_then(|sel| {
+        sel.split(',').find_map(|term| {
+            let (key, value) = term.split_once('=')?;
+            let key = key.trim();
+            (key == "app" || key == "app.kubernetes.io/name")
+                .then(|| value.trim_start_matches('=').trim().to_owned())
+        })
+    });
+    if let Some(app) = from_selector.filter(|a| !a.is_empty()) {
+        return app;
+    }
+    let mut name = lease_name;
+    for suffix in [
+        "-leader-election",
+        "-leader-lock",
+        "-election",
+        "-leader",
+        "-lock",
+        ".lock",
+    ] {
+        if let Some(rest) = name.strip_suffix(suffix).filter(|r| !r.is_empty()) {
+            name = rest;
+            break;
+        }
+    }
+    name.to_owned()
+}
+
 /// The files to write: (path under the directory, content).
 fn files(lease: &str, name: &str, selector: &str, namespace: &str) -> Vec<(PathBuf, String)> {
     let outage = format!("{name}-api-outage");
@@ -31,11 +63,12 @@ fn files(lease: &str, name: &str, selector: &str, namespace: &str) -> Vec<(PathB
         "# yaml-language-server: $schema=./scenario.schema.json
 name: {outage}
 description: |
-  The shape of {lease} proven on the simulated cluster first: kubechaos's reference agent
-  (client-go's elector) competes for a Lease named as yours, in two replicas, while the API server
-  is down for longer than the renew deadline. Proves that leadership comes back and that never two
-  replicas lead at once. `kubechaos suite chaos/` plays it (and every file beside it) on the sim;
-  `--backend local` on a real control plane on this machine.
+  Not your software: kubechaos's reference agent (client-go's elector, in two replicas) competes
+  for a Lease named as yours ({lease}) on the simulated cluster, while the API server is down for
+  longer than the renew deadline. It proves the scenario's shape (leadership comes back, never two
+  replicas lead at once) and that the invariants can fail and pass; it says nothing of {name}
+  itself, which cluster/{name}.yaml judges in your cluster. `kubechaos suite chaos/` plays it (and
+  every file beside it) on the sim; `--backend local` on a real control plane on this machine.
 cluster:
   nodes: 1
   components:
@@ -230,7 +263,12 @@ const GITLAB_INCLUDE: &str = "include:\n  - local: .gitlab/kubechaos.gitlab-ci.y
 pub fn init(args: &InitArgs) -> End {
     let (namespace, lease_name) =
         super::lease_arg("init", &args.lease, "my-operator/my-operator-lock")?;
-    let name = dns_name(args.name.as_deref().unwrap_or(lease_name));
+    let name = dns_name(
+        &args
+            .name
+            .clone()
+            .unwrap_or_else(|| app_name(args.selector.as_deref(), lease_name)),
+    );
     if name.is_empty() {
         return Err(Failure::Input(format!(
             "kubechaos init: no name can be made of `{lease_name}`; expected --name NAME (lower-case letters, digits, `-`)"
@@ -304,7 +342,7 @@ pub fn init(args: &InitArgs) -> End {
         println!("{state:<11} {}", path.display());
     }
     println!(
-        "\nnext:\n  kubechaos suite {dir}         # the sim, here and now\n  kubechaos suite {dir}/cluster --backend kube --context kind-chaos   # your software in your cluster"
+        "\n{dir}/{name}-api-outage.yaml plays kubechaos's reference agent on the sim, not {name}: it shows the scenario's shape.\n{dir}/cluster/{name}.yaml judges {name} itself: its pods in namespace {pods_namespace} matching `{selector}`.\n\nnext:\n  kubechaos suite {dir}         # the sim, here and now (the reference agent)\n  kubechaos suite {dir}/cluster --backend kube --context kind-chaos   # {name} in your cluster"
     );
     if args.ci.is_some() {
         println!("  then make the pipeline's deploy step yours: it deploys with `kubectl apply -f deploy/`");
@@ -337,6 +375,27 @@ fn write(path: &Path, content: &str) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The software's name: `--name`, else the selector's app label, else the Lease's name
+    /// without its lock suffix (init once deployed "my-operator-lock").
+    #[test]
+    fn the_app_is_named_from_the_selector_or_the_lease() {
+        assert_eq!(app_name(None, "my-operator-lock"), "my-operator");
+        assert_eq!(
+            app_name(None, "cert-manager-leader-election"),
+            "cert-manager"
+        );
+        assert_eq!(app_name(None, "lock"), "lock");
+        assert_eq!(app_name(Some("app=ingress,tier=x"), "x-lock"), "ingress");
+        assert_eq!(
+            app_name(Some("app.kubernetes.io/name=my-op"), "abc.example.com"),
+            "my-op"
+        );
+        assert_eq!(
+            app_name(Some("tier=x"), "abc.example.com"),
+            "abc.example.com"
+        );
+    }
 
     #[test]
     fn names_are_made_of_what_a_scenario_name_holds() {

@@ -739,6 +739,7 @@ impl Backend for Kube {
         // Agents run on this machine: their programs must be here.
         let mut problems = check(s, self.target.provider);
         problems.extend(crate::backend::missing_programs(s));
+        problems.extend(unjudgeable_components(s));
         problems
     }
 
@@ -882,6 +883,34 @@ impl Backend for Kube {
         }
         Ok(restored)
     }
+}
+
+/// `single-leader` and `valid-lease-while-leading` on a control-plane component's Lease: on an
+/// existing cluster kubechaos reads the Lease but not the components' own words (their logs), so
+/// no leadership term of theirs is ever observed and the invariant could only end in `no
+/// evidence`. Refused before the run instead (once it passed on nothing, saying "0 leadership
+/// terms observed").
+fn unjudgeable_components(s: &Scenario) -> Vec<(Pos, String)> {
+    use kubechaos_core::scenario::{Component, Invariant};
+    s.expect
+        .iter()
+        .filter_map(|inv| {
+            let (lease, min_terms) = match &inv.value {
+                Invariant::SingleLeader(i) => (&i.lease, i.min_terms),
+                Invariant::ValidLeaseWhileLeading(i) => (&i.lease, i.min_terms),
+                Invariant::LeaderReacquired(_)
+                | Invariant::Schedulable(_)
+                | Invariant::Unschedulable(_)
+                | Invariant::Available(_) => return None,
+            };
+            let component = Component::ALL.into_iter().find(|c| &c.lease() == lease)?;
+            (min_terms > 0).then(|| (inv.pos, format!(
+                "`{}` on {lease}: on an existing cluster kubechaos reads the Lease but not {}'s own log lines, so it would see no leadership term to judge; expected `leader-reacquired` for that Lease, this invariant on an agent's Lease, or `--backend sim` or `local`",
+                inv.value.key(),
+                component.name()
+            )))
+        })
+        .collect()
 }
 
 /// Create the scenario's manifests (noted in `made`) and follow its pod agents until each
