@@ -6,6 +6,8 @@
 
 mod cli;
 mod commands;
+#[cfg(test)]
+mod docs_check;
 mod exit;
 mod failure;
 
