@@ -1036,6 +1036,11 @@ impl LocalCluster {
     }
 
     /// Each etcd member's name and client port (not its proxy's: for kubechaos's own questions).
+    /// Whether process `name` runs now (started and not stopped by the run).
+    pub(crate) fn runs(&self, name: &str) -> bool {
+        self.children.contains_key(name)
+    }
+
     pub(crate) fn etcd_clients(&self) -> Vec<(String, u16)> {
         self.spec
             .etcd_names()

@@ -273,6 +273,11 @@ pub(crate) struct LocalWorld {
     commands: mpsc::UnboundedSender<Command>,
     /// Processes that could not be started, and why.
     failed: BTreeMap<String, LocalError>,
+    /// What the world could not find out that a step needed (which etcd member leads): the run
+    /// stops (through `stop_run`) and ends with this failure, so that a step that could not aim
+    /// is not taken for one that found nothing to act on.
+    broken: Vec<String>,
+    stop_run: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl LocalWorld {
@@ -338,23 +343,42 @@ impl World for LocalWorld {
         self.set_link(from, to, state);
     }
 
-    /// Asked of each member that answers: etcd's status (`/v3/maintenance/status`) names the
-    /// raft leader by member ID.
+    /// Asked of each member that runs: etcd's status (`/v3/maintenance/status`) names the raft
+    /// leader by member ID. A member that answers without a leader is an election going on (no
+    /// leader at the time); when no running member answers at all, nobody could be asked, and
+    /// the run stops with that failure (it once read as "no leader at the time", and the step
+    /// touched nothing while the scenario passed).
     fn etcd_leader(&mut self) -> Option<String> {
         let members = self.cluster.etcd_clients();
         if members.len() < 2 {
             return None;
         }
-        let statuses: Vec<(String, Option<(String, String)>)> = members
+        let statuses: Vec<(String, EtcdStatus)> = members
             .into_iter()
+            .filter(|(name, _)| self.cluster.runs(name))
             .map(|(name, port)| (name, etcd_status(port)))
             .collect();
-        let leader = statuses
-            .iter()
-            .find_map(|(_, s)| s.as_ref().map(|(_, leader)| leader.clone()))?;
-        statuses
+        if !statuses.is_empty() && statuses.iter().all(|(_, s)| s.is_err()) {
+            let why: Vec<String> = statuses
+                .iter()
+                .filter_map(|(name, s)| s.as_ref().err().map(|e| format!("{name}: {e}")))
+                .collect();
+            self.broken.push(format!(
+                "reading which etcd member leads: no running member answered etcd's status API ({})",
+                why.join("; ")
+            ));
+            self.stop_run
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            return None;
+        }
+        let known: Vec<(String, (String, String))> = statuses
             .into_iter()
-            .find(|(_, s)| s.as_ref().is_some_and(|(id, _)| *id == leader))
+            .filter_map(|(name, s)| Some((name, s.ok()??)))
+            .collect();
+        let leader = known.iter().map(|(_, (_, leader))| leader.clone()).next()?;
+        known
+            .into_iter()
+            .find(|(_, (id, _))| *id == leader)
             .map(|(name, _)| name)
     }
 
@@ -540,14 +564,18 @@ impl Backend for Local {
         let (tx, rx) = mpsc::unbounded_channel();
         let observer = Observer::of(s, recorder.clone(), k8s_openapi::jiff::Timestamp::now());
         let observer = rt.spawn(observer.run(cluster.admin.clone(), rx));
+        let time = RealTime::new(zero, interrupt);
+        let stop_run = time.flag();
         let world = LocalWorld {
             cluster,
-            time: RealTime::new(zero, interrupt),
+            time,
             rt: rt.handle().clone(),
             observer,
             recorder: recorder.clone(),
             commands: tx,
             failed: BTreeMap::new(),
+            broken: Vec::new(),
+            stop_run,
         };
         Ok(Ready { world, processes })
     }
@@ -562,6 +590,7 @@ impl Backend for Local {
             cluster,
             time,
             observer,
+            broken,
             ..
         } = world;
         observer.abort();
@@ -579,6 +608,13 @@ impl Backend for Local {
                 self.dir.display()
             )),
         }
+        if !broken.is_empty() {
+            return Err(EnvironmentError::Local(LocalError::Machine {
+                what: format!("{} (every process was stopped)", broken.join("; ")),
+                source: None,
+            })
+            .into());
+        }
         Ok(format!(
             "every process was stopped{}",
             if self.opts.keep {
@@ -590,28 +626,58 @@ impl Backend for Local {
     }
 }
 
+/// How long a member may take to answer its status (a loaded machine running several control
+/// planes once took more than a second from all three members at once).
+const ETCD_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a member says of raft: its ID and its leader's, none (an election), or why it did not
+/// answer.
+type EtcdStatus = Result<Option<(String, String)>, String>;
+
 /// A member's ID and its raft leader's, from etcd's JSON gateway on its client `port`
-/// (`POST /v3/maintenance/status`); `None` when it does not answer within a second or knows no
-/// leader.
-fn etcd_status(port: u16) -> Option<(String, String)> {
+/// (`POST /v3/maintenance/status`): `Ok(None)` when it answers but knows no leader (an
+/// election), `Err` when it does not answer.
+fn etcd_status(port: u16) -> EtcdStatus {
     use std::io::{Read, Write};
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut conn = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, ETCD_STATUS_TIMEOUT)
+        .map_err(|e| format!("cannot connect to 127.0.0.1:{port}: {e}"))?;
+    conn.set_read_timeout(Some(ETCD_STATUS_TIMEOUT))
+        .map_err(|e| e.to_string())?;
     let request = format!(
         "POST /v3/maintenance/status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
     );
-    conn.write_all(request.as_bytes()).ok()?;
+    conn.write_all(request.as_bytes())
+        .map_err(|e| format!("cannot ask 127.0.0.1:{port}: {e}"))?;
     let mut answer = String::new();
-    conn.read_to_string(&mut answer).ok()?;
-    let body = answer.split_once("\r\n\r\n")?.1;
+    conn.read_to_string(&mut answer).map_err(|e| {
+        format!(
+            "no answer from 127.0.0.1:{port} within {}s: {e}",
+            ETCD_STATUS_TIMEOUT.as_secs()
+        )
+    })?;
+    let unreadable = || {
+        format!(
+            "an answer that is not etcd's status: {}",
+            answer.chars().take(200).collect::<String>()
+        )
+    };
+    let body = answer.split_once("\r\n\r\n").ok_or_else(unreadable)?.1;
     // A chunked answer carries its JSON between size lines; the object is what is between the
     // first `{` and the last `}`.
-    let json = &body[body.find('{')?..=body.rfind('}')?];
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let id = v.pointer("/header/member_id")?.as_str()?.to_owned();
-    let leader = v.get("leader")?.as_str()?.to_owned();
-    (leader != "0").then_some((id, leader))
+    let (Some(from), Some(to)) = (body.find('{'), body.rfind('}')) else {
+        return Err(unreadable());
+    };
+    let v: serde_json::Value = serde_json::from_str(&body[from..=to]).map_err(|_| unreadable())?;
+    let id = v
+        .pointer("/header/member_id")
+        .and_then(|i| i.as_str())
+        .ok_or_else(unreadable)?
+        .to_owned();
+    Ok(v.get("leader")
+        .and_then(|l| l.as_str())
+        .filter(|l| *l != "0")
+        .map(|leader| (id, leader.to_owned())))
 }
 
 #[cfg(test)]
@@ -619,6 +685,39 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    /// A member that does not answer is an error (the run stops: nobody could be asked), not
+    /// "no leader"; one that answers without a leader is an election going on.
+    #[test]
+    fn an_etcd_member_that_does_not_answer_is_not_one_without_a_leader() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        assert!(etcd_status(port).unwrap_err().contains("cannot connect"));
+        let answering = |body: &'static str| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = l.local_addr().unwrap().port();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let (mut c, _) = l.accept().unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = c.read(&mut buf);
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{body}"
+                );
+            });
+            port
+        };
+        let electing = answering(r#"{"header":{"member_id":"11"},"leader":"0"}"#);
+        assert_eq!(etcd_status(electing), Ok(None));
+        let led = answering(r#"{"header":{"member_id":"11"},"leader":"22"}"#);
+        assert_eq!(etcd_status(led), Ok(Some(("11".into(), "22".into()))));
+        let garbage = answering("nothing of the kind");
+        assert!(etcd_status(garbage)
+            .unwrap_err()
+            .contains("not etcd's status"));
+    }
 
     /// A client-go program that prints JSON reports too says each term twice: client-go's klog
     /// line, then its own report. That is one term of one start, not two leaders (it once failed
