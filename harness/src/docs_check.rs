@@ -94,15 +94,6 @@ fn top_keys(body: &str) -> Vec<&str> {
 
 #[test]
 fn every_scenario_the_docs_show_is_valid() {
-    const SCENARIO_KEYS: &[&str] = &[
-        "name",
-        "description",
-        "cluster",
-        "faults",
-        "expect",
-        "duration",
-        "sim",
-    ];
     let mut checked = 0;
     for page in pages() {
         let text = std::fs::read_to_string(&page).unwrap();
@@ -110,7 +101,7 @@ fn every_scenario_the_docs_show_is_valid() {
             let keys = top_keys(&body);
             let scenario = lang == "yaml"
                 && !keys.is_empty()
-                && keys.iter().all(|k| SCENARIO_KEYS.contains(k))
+                && keys.iter().all(|k| scenario::SCENARIO_KEYS.contains(k))
                 && keys.iter().any(|k| ["faults", "expect"].contains(k));
             if !scenario {
                 continue;

@@ -485,6 +485,22 @@ fn no_evidence(
     ))
 }
 
+/// What a judge of the candidates' terms says: held, its words, when it was violated.
+type Judged = (bool, String, Option<(u64, u64)>);
+
+/// The verdict of an invariant judged on the candidates' terms, unless there was no evidence to
+/// judge it on (`no_evidence`: why): then it has not held, and no violation is drawn. Returns
+/// ((held, message), when violated, no evidence).
+fn on_terms(
+    (held, message, when): Judged,
+    no_evidence: Option<String>,
+) -> ((bool, String), Option<(u64, u64)>, bool) {
+    match no_evidence {
+        Some(why) => ((false, why), None, true),
+        None => ((held, message), when, false),
+    }
+}
+
 /// Judge every invariant of a scenario on a recorded timeline.
 pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
     let tl = Timeline::new(events).with_pod_agents(s);
@@ -508,30 +524,18 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                     ((held, message), window)
                 }
                 Invariant::SingleLeader(i) => {
-                    let (held, message, when) = single_leader::judge(&tl, i);
-                    match no_evidence(&tl, s, &i.lease, i.min_terms) {
-                        Some(why) => {
-                            no_evidence_seen = true;
-                            ((false, why), None)
-                        }
-                        None => {
-                            violated = when;
-                            ((held, message), None)
-                        }
-                    }
+                    let judged = single_leader::judge(&tl, i);
+                    let v;
+                    (v, violated, no_evidence_seen) =
+                        on_terms(judged, no_evidence(&tl, s, &i.lease, i.min_terms));
+                    (v, None)
                 }
                 Invariant::ValidLeaseWhileLeading(i) => {
-                    let (held, message, when) = valid_lease_while_leading::judge(&tl, i);
-                    match no_evidence(&tl, s, &i.lease, i.min_terms) {
-                        Some(why) => {
-                            no_evidence_seen = true;
-                            ((false, why), None)
-                        }
-                        None => {
-                            violated = when;
-                            ((held, message), None)
-                        }
-                    }
+                    let judged = valid_lease_while_leading::judge(&tl, i);
+                    let v;
+                    (v, violated, no_evidence_seen) =
+                        on_terms(judged, no_evidence(&tl, s, &i.lease, i.min_terms));
+                    (v, None)
                 }
                 Invariant::Schedulable(i) => {
                     let (held, message, took) = schedulable::judge(&tl, i, index, anchor, deadline);

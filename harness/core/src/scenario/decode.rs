@@ -9,7 +9,7 @@ use super::model::*;
 use super::yaml::{Node, Pos, Value};
 
 /// Keys of the top-level mapping.
-pub(crate) const SCENARIO_KEYS: &[&str] = &[
+pub const SCENARIO_KEYS: &[&str] = &[
     "name",
     "description",
     "cluster",

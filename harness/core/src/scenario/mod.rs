@@ -4,6 +4,7 @@
 //! plan or every problem found, each as `path:line:col: what is wrong; what was expected`.
 
 pub(crate) mod decode;
+pub use decode::SCENARIO_KEYS;
 pub mod duration;
 pub(crate) mod manifest;
 pub(crate) mod model;
