@@ -254,11 +254,17 @@ struct Bound {
     /// does), and for a program whose launch is not made yet (its token comes from the API
     /// server: [`program_of`]).
     workload: Option<Workload>,
-    /// The container runs a control-plane component or a program of the user's.
-    runs: bool,
     /// A program of the user's (its pod reports [`PROGRAM_POD_IP`]).
     program: bool,
     state: Container,
+}
+
+impl Bound {
+    /// Whether the container runs something: a control-plane component or a program of the
+    /// user's (whose launch may not be made yet).
+    fn runs(&self) -> bool {
+        self.program || self.workload.is_some()
+    }
 }
 
 /// Heartbeat as node `name` and run its pods until the future is dropped.
@@ -304,7 +310,7 @@ pub(crate) async fn run(
 /// running, not held down and due is started.
 fn tend(node: &str, containers: &dyn Containers, pods: &mut BTreeMap<String, Bound>) {
     let now = tokio::time::Instant::now();
-    for (key, pod) in pods.iter_mut().filter(|(_, p)| p.runs) {
+    for (key, pod) in pods.iter_mut().filter(|(_, p)| p.runs()) {
         let st = &mut pod.state;
         if st.up && !containers.running(key) {
             // It exited by itself: the kubelet restarts it after a back-off.
@@ -368,7 +374,12 @@ async fn sync_pods(
         let needs_program = {
             let mut known = pods.lock().expect("pods");
             let bound = known.entry(key.clone()).or_insert_with(|| bound(pod));
-            bound.program && bound.workload.is_none()
+            // Its token is asked for when its start is due (after a failed ask, the back-off).
+            let due = bound
+                .state
+                .next_start
+                .is_none_or(|t| tokio::time::Instant::now() >= t);
+            bound.program && bound.workload.is_none() && due
         };
         if needs_program {
             let container = pods.lock().expect("pods")[&key].container.clone();
@@ -404,7 +415,7 @@ async fn sync_pods(
         mine.into_iter()
             .filter_map(|(key, pod)| {
                 let b = known.get(&key)?;
-                let ready = !b.runs || (b.state.up && containers.running(&key));
+                let ready = !b.runs() || (b.state.up && containers.running(&key));
                 Some((pod, b.container.clone(), ready, b.state.restarts, b.program))
             })
             .collect()
@@ -436,7 +447,6 @@ fn bound(pod: &Pod) -> Bound {
         Workload::Component(c, argv.into_iter().skip(1).collect())
     });
     Bound {
-        runs: component.is_some() || program,
         program,
         workload,
         container,
