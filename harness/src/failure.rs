@@ -130,6 +130,7 @@ impl Failure {
                 | KubeError::Api { .. }
                 | KubeError::Machine { .. }
                 | KubeError::LoadBalancer { .. }
+                | KubeError::NodeContainers { .. }
                 | KubeError::Container { .. }
                 | KubeError::Agents { .. } => exit::ENVIRONMENT,
             },

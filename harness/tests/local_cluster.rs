@@ -438,9 +438,14 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
     }
     assert_eq!(calls.matches(" -I ").count(), 4, "{calls}");
     assert_eq!(calls.matches(" -D ").count(), 4, "{calls}");
-    // Each command runs in the container named as the pod's node.
+    // Each command runs in the container named as the pod's node, after the check that the
+    // nodes are running containers here.
     assert!(
-        calls.lines().all(|c| c.starts_with("exec node-")),
+        calls
+            .lines()
+            .next()
+            .is_some_and(|c| c.starts_with("inspect -f "))
+            && calls.lines().skip(1).all(|c| c.starts_with("exec node-")),
         "{calls}"
     );
 
@@ -582,7 +587,22 @@ duration: 40s
 ",
     )
     .unwrap();
+    // Which members lead while the run plays (read from their metrics every half second).
+    let playing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let (playing, clients) = (playing.clone(), clients.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            while playing.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.extend(etcd_leader_of(&clients));
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            seen
+        })
+    };
     let (code, text) = common::play_on_kind(&path, &kubeconfig, &docker);
+    playing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let leaders = watcher.join().unwrap();
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(code, 0, "{text}\n{calls}");
     assert!(
@@ -602,11 +622,12 @@ duration: 40s
     // Only node-1's API server was cut off from etcd: no rule between it and another node's
     // member (raft's traffic between members is left alone).
     assert_eq!(calls.matches("--dport 2379").count(), 2, "{calls}");
-    // While it was held, the two others elected a new leader, which still leads.
-    let now = etcd_leader_of(&clients);
+    // While it was held, the two others elected a new leader. (Whether that one still leads
+    // after the run is for etcd to say: on a loaded machine another election may follow the
+    // held member's return.)
     assert!(
-        now.is_some_and(|l| l != leader),
-        "etcd-{leader} led before the run and {now:?} after it"
+        leaders.iter().any(|&l| l != leader),
+        "etcd-{leader} led before the run, and the members seen leading during it were {leaders:?}"
     );
 }
 
@@ -1270,6 +1291,8 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
     assert_eq!(
         calls,
         [
+            // Before anything: every node is a running container here.
+            "inspect -f {{.Name}} {{.State.Running}} node-0 node-1",
             format!("{held}/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && (crictl ps -q --name '^kube-apiserver$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)").as_str(),
             "exec node-0 sh -c mv /etc/kubernetes/kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests/kube-apiserver.yaml",
             "exec node-0 sh -c crictl ps -q --name '^kube-scheduler$' | xargs -r crictl stop --timeout 0",

@@ -17,6 +17,10 @@ use kubechaos_core::scenario::{Manifest, Pos};
 /// How long objects that the API server refuses are tried again.
 pub(crate) const APPLY_WAIT: Duration = Duration::from_secs(30);
 
+/// How long an object that exists but is being deleted (an earlier run's namespace) is waited
+/// for before it is made anew.
+pub(crate) const DELETING_WAIT: Duration = Duration::from_secs(120);
+
 /// An object of a manifest that could not be applied.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot apply {kind} {name} of {file}: {why}")]
@@ -61,6 +65,8 @@ struct Failed {
     why: String,
     /// Refused for what it is (400, 422): trying again would not help.
     refused: bool,
+    /// It exists and is going away (an earlier run's namespace): worth a longer wait.
+    going: bool,
 }
 
 impl From<String> for Failed {
@@ -68,6 +74,7 @@ impl From<String> for Failed {
         Failed {
             why,
             refused: false,
+            going: false,
         }
     }
 }
@@ -78,6 +85,7 @@ impl From<kube::Error> for Failed {
         Failed {
             why: e.to_string(),
             refused,
+            going: false,
         }
     }
 }
@@ -176,13 +184,21 @@ impl Item<'_> {
         if let Some(there) = api.get_opt(&name).await? {
             if there.metadata.deletion_timestamp.is_some() {
                 // Going away (a namespace of an earlier run): make it anew once it is gone.
-                return Err(format!("{what} is being deleted").into());
+                return Err(Failed {
+                    why: format!(
+                        "{what} is being deleted (waited {}s for it to go)",
+                        DELETING_WAIT.as_secs()
+                    ),
+                    refused: false,
+                    going: true,
+                });
             }
             return Ok(None);
         }
         let object: DynamicObject = serde_json::from_value(object).map_err(|e| Failed {
             why: format!("not an object: {e}"),
             refused: true,
+            going: false,
         })?;
         api.create(&PostParams::default(), &object).await?;
         Ok(Some(Made { api, name, what }))
@@ -223,7 +239,8 @@ pub(crate) async fn create(
     let mut made = Vec::new();
     let mut found = Vec::new();
     let mut pending = items(manifests);
-    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    let started = tokio::time::Instant::now();
+    let deadline = started + APPLY_WAIT;
     loop {
         let mut failed = Vec::new();
         for item in pending {
@@ -238,8 +255,15 @@ pub(crate) async fn create(
         }
         // An object refused for what it is ends it at once; the rest are tried again for a
         // while (a namespace being made or deleted, a kind not served yet).
+        // An object still going away is waited for longer: on a real cluster an earlier run's
+        // namespace takes its pods' grace period and the namespace controller's passes to go
+        // (seen on kind: more than 30 s).
         let refused = failed.iter().position(|(_, f)| f.refused);
-        if refused.is_some() || tokio::time::Instant::now() >= deadline {
+        let now = tokio::time::Instant::now();
+        // (what would go in a namespace that is going is refused meanwhile: it waits as long)
+        let waited_out = now >= deadline
+            && (!failed.iter().any(|(_, f)| f.going) || now >= started + DELETING_WAIT);
+        if refused.is_some() || waited_out {
             let (item, why) = failed.remove(refused.unwrap_or(0));
             let mut e = item.error(why);
             e.undone = delete(made).await;

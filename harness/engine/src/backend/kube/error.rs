@@ -59,6 +59,13 @@ pub enum KubeError {
         /// What was restored afterwards.
         restored: String,
     },
+    /// The cluster's nodes are not running containers of the Docker engine here (before
+    /// anything was changed).
+    #[error("the cluster's node containers cannot be reached: {what}; nothing was changed")]
+    NodeContainers {
+        /// Why.
+        what: String,
+    },
     /// kind's load balancer in front of several control-plane nodes was not found (before
     /// anything was changed).
     #[error("kind's load balancer could not be found (a partition between a node and the API servers must drop the node's packets to it): {what}; nothing was changed")]

@@ -266,6 +266,35 @@ impl Machines {
         self
     }
 
+    /// Before anything is touched: every node of the cluster is a running container that the
+    /// docker CLI here knows (kind and k3d name their containers after their nodes). Why not, if
+    /// one is not: Docker not installed or not running, or a context whose nodes are machines
+    /// elsewhere (a kind cluster made on another host, or no kind cluster at all).
+    pub(crate) fn preflight(&self) -> Result<(), String> {
+        let mut args = vec![s("inspect"), s("-f"), s("{{.Name}} {{.State.Running}}")];
+        args.extend(self.nodes.iter().map(|n| n.name.clone()));
+        let out = self.docker.run(&args).map_err(|e| {
+            let said = kubechaos_core::error::chain(&e);
+            if said.contains("No such object") || said.contains("No such container") {
+                format!("{said}: the {} provider reaches the cluster's nodes as containers of the Docker engine on this machine, and these are not (is this a {} cluster made on this machine? API-level faults only: --provider generic)", self.provider.name(), self.provider.name())
+            } else {
+                said
+            }
+        })?;
+        let stopped: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.trim().strip_suffix(" false"))
+            .map(|n| n.trim_start_matches('/'))
+            .collect();
+        if !stopped.is_empty() {
+            return Err(format!(
+                "node container(s) {} are not running (`docker start` them, or delete and make the cluster again)",
+                stopped.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
     /// With several control-plane nodes, kind puts a load balancer in front of their API
     /// servers, and the kubelets reach them through it: find its address (a partition between a
     /// node and the API servers drops the node's packets to it too). Why not, if it is not found.
@@ -490,11 +519,23 @@ impl Machines {
                     );
                     if graceful {
                         script.push_str(&format!("({stop} >/dev/null 2>&1 &)"));
+                        if self.exec(&node, script) && hold {
+                            self.ledger.push(Change::Held { node, pod });
+                        }
+                    } else if hold {
+                        // The manifest first, in the ledger as soon as it is moved: kubelet then
+                        // stops the pod too, and a `crictl stop` racing it may fail ("context
+                        // deadline exceeded", seen on kind) where the container is stopping
+                        // anyway. What counts is that none runs within 20 s.
+                        if self.exec(&node, script.trim_end_matches(" && ").to_owned()) {
+                            self.ledger.push(Change::Held {
+                                node: node.clone(),
+                                pod,
+                            });
+                            self.exec(&node, format!("{stop} >/dev/null 2>&1; for i in $(seq 40); do crictl ps -q --state running --name '^{pod}$' | grep -q . || exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after its manifest was moved out' >&2; exit 1"));
+                        }
                     } else {
-                        script.push_str(&stop);
-                    }
-                    if self.exec(&node, script) && hold {
-                        self.ledger.push(Change::Held { node, pod });
+                        self.exec(&node, stop);
                     }
                 }
             }
@@ -976,7 +1017,10 @@ mod tests {
                 "exec chaos-control-plane sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && (crictl ps -q --name '^kube-apiserver$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)",
                 "exec chaos-control-plane sh -c crictl ps -q --name '^kube-scheduler$' | xargs -r crictl stop --timeout 0",
                 "exec chaos-control-plane sh -c mv /etc/kubernetes/kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests/kube-apiserver.yaml",
-                "exec chaos-control-plane sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/kubechaos-held/kube-controller-manager.yaml && crictl ps -q --name '^kube-controller-manager$' | xargs -r crictl stop --timeout 0",
+                // A hold without grace: the manifest out (the ledger has it), then the container
+                // stopped and waited for (kubelet stops it too).
+                "exec chaos-control-plane sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/kubechaos-held/kube-controller-manager.yaml",
+                "exec chaos-control-plane sh -c crictl ps -q --name '^kube-controller-manager$' | xargs -r crictl stop --timeout 0 >/dev/null 2>&1; for i in $(seq 40); do crictl ps -q --state running --name '^kube-controller-manager$' | grep -q . || exit 0; sleep 0.5; done; echo 'kube-controller-manager still runs 20 s after its manifest was moved out' >&2; exit 1",
                 "exec chaos-control-plane sh -c mv /etc/kubernetes/kubechaos-held/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-controller-manager.yaml",
             ]
         );
@@ -1068,6 +1112,37 @@ mod tests {
             .unwrap_err();
         let missing = kubechaos_core::error::chain(&missing);
         assert!(missing.contains("need the docker CLI"), "{missing}");
+    }
+
+    /// Nothing is touched on a cluster whose nodes are no containers here, nor with Docker down:
+    /// each says why.
+    #[test]
+    fn nodes_that_are_not_running_containers_here_are_refused_before_anything() {
+        let (_dir, docker, log) = stand_in();
+        let m = Machines::new(Provider::Kind, kind_nodes(), docker);
+        assert_eq!(m.preflight(), Ok(()));
+        assert_eq!(
+            calls(&log),
+            ["inspect -f {{.Name}} {{.State.Running}} chaos-control-plane chaos-worker"]
+        );
+        let (_dir, docker, _log) =
+            stand_in_answering("echo 'Error: No such object: chaos-control-plane' >&2; exit 1");
+        let m = Machines::new(Provider::Kind, kind_nodes(), docker);
+        let why = m.preflight().unwrap_err();
+        assert!(
+            why.contains("No such object: chaos-control-plane")
+                && why.contains("is this a kind cluster made on this machine?")
+                && why.contains("--provider generic"),
+            "{why}"
+        );
+        let (_dir, docker, _log) =
+            stand_in_answering("echo '/chaos-control-plane true'; echo '/chaos-worker false'");
+        let m = Machines::new(Provider::Kind, kind_nodes(), docker);
+        let why = m.preflight().unwrap_err();
+        assert!(
+            why.contains("node container(s) chaos-worker are not running"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -1219,7 +1294,10 @@ mod tests {
         m.start("api-server-1");
         m.restore();
         let held = |node: &str, pod: &str| {
-            format!("exec {node} sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/{pod}.yaml /etc/kubernetes/kubechaos-held/{pod}.yaml && crictl ps -q --name '^{pod}$' | xargs -r crictl stop --timeout 0")
+            format!("exec {node} sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/{pod}.yaml /etc/kubernetes/kubechaos-held/{pod}.yaml")
+        };
+        let stopped = |node: &str, pod: &str| {
+            format!("exec {node} sh -c crictl ps -q --name '^{pod}$' | xargs -r crictl stop --timeout 0 >/dev/null 2>&1; for i in $(seq 40); do crictl ps -q --state running --name '^{pod}$' | grep -q . || exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after its manifest was moved out' >&2; exit 1")
         };
         let back = |node: &str, pod: &str| {
             format!("exec {node} sh -c mv /etc/kubernetes/kubechaos-held/{pod}.yaml /etc/kubernetes/manifests/{pod}.yaml")
@@ -1228,7 +1306,9 @@ mod tests {
             calls(&log),
             [
                 held("chaos-control-plane2", "kube-apiserver"),
+                stopped("chaos-control-plane2", "kube-apiserver"),
                 held("chaos-control-plane3", "etcd"),
+                stopped("chaos-control-plane3", "etcd"),
                 back("chaos-control-plane2", "kube-apiserver"),
                 back("chaos-control-plane3", "etcd"),
             ]

@@ -592,6 +592,8 @@ impl Kube {
                 .counting(s.cluster.api_servers, s.cluster.etcd.members)
         });
         if let Some(m) = machines.as_mut() {
+            m.preflight()
+                .map_err(|what| KubeError::NodeContainers { what })?;
             m.find_load_balancer()
                 .map_err(|what| KubeError::LoadBalancer { what })?;
         }

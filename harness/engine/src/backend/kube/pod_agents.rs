@@ -8,7 +8,7 @@
 //! is a start (incarnation = `restartCount` + 1); a higher `restartCount` is an exit and a new
 //! start; a container no longer running, a pod being deleted or gone is an exit. Each running
 //! container's log is followed through the API (`pods/log?follow=true&timestamps=true`, resumed
-//! after the last line seen when the stream breaks) and its lines go to the same hooks as a local
+//! after the last line seen when the stream breaks or stays quiet for 5 s) and its lines go to the same hooks as a local
 //! process's: JSON reports and the agent's `leading:` patterns.
 //!
 //! `kill` deletes the pod with no grace period (every cluster: its owner makes another); other
@@ -27,6 +27,9 @@ use kubechaos_core::scenario::Scenario;
 
 /// How often the followers list their pods.
 const LOOK: Duration = Duration::from_secs(1);
+
+/// How long a pod's log stream may bring nothing before it is opened again from its last line.
+const QUIET: Duration = Duration::from_secs(5);
 
 /// What a follower knows of one pod.
 #[derive(Clone, Debug, Default)]
@@ -457,7 +460,13 @@ async fn follow_log(
         }
         if let Ok(stream) = opened {
             let mut lines = stream.lines();
-            while let Some(Ok(line)) = futures::StreamExt::next(&mut lines).await {
+            // A stream that stays open but brings nothing (seen on kind: both pods' logs went
+            // silent for the rest of a run while the pods went on logging, and a leader's stop
+            // was never read) is opened again after a quiet spell, from the last line read:
+            // a quiet program costs a request now and then, a stalled stream no evidence.
+            while let Ok(Some(Ok(line))) =
+                tokio::time::timeout(QUIET, futures::StreamExt::next(&mut lines)).await
+            {
                 let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
                 // `sinceTime` is inclusive (to the second): skip what was read already.
                 if last.as_deref().is_some_and(|l| stamp <= l) {
