@@ -242,3 +242,75 @@ pub(crate) fn pod_ready(p: &Pod) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
+
+/// How long a call of a run's set-up is tried again while the API server cannot do it now.
+pub(crate) const SETTLE_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether the API server said it could not do a request now, rather than that the request is
+/// wrong: a 5xx (etcd's "request timed out" on a loaded machine, seen in CI), 429, or no answer
+/// at all. client-go's `rest` client retries such answers too (429 and 5xx that carry
+/// Retry-After; connection resets on reads).
+pub(crate) fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::Service(_) | kube::Error::HyperError(_) => true,
+        _ => false,
+    }
+}
+
+/// `call`, tried again each second for up to [`SETTLE_WAIT`] while its error is transient.
+pub(crate) async fn patiently<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let due = std::time::Instant::now() + SETTLE_WAIT;
+    loop {
+        match call().await {
+            Err(e) if is_transient(&e) && std::time::Instant::now() < due => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("etcdserver: request timed out", "InternalError")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_call_outlasts_etcds_timeouts_but_not_a_refusal() {
+        let mut calls = 0;
+        let settled = patiently(|| {
+            calls += 1;
+            let n = calls;
+            async move {
+                if n < 3 {
+                    Err(status(500))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(settled.unwrap(), 3, "two 500s, then it is made");
+
+        let mut calls = 0;
+        let refused: Result<(), _> = patiently(|| {
+            calls += 1;
+            async { Err(status(403)) }
+        })
+        .await;
+        assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 403));
+        assert_eq!(calls, 1, "a refusal is not asked again");
+    }
+}

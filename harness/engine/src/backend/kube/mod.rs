@@ -607,8 +607,13 @@ impl Kube {
                 let ns: Namespace =
                     serde_json::from_value(json!({"metadata": {"name": PROBE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}}}))
                         .expect("namespace");
-                namespaces.create(&PostParams::default(), &ns).await?;
-                Ok(true)
+                let params = PostParams::default();
+                // (409 after a retry: the first try was made after all; it was absent before)
+                match crate::kubeclient::patiently(|| namespaces.create(&params, &ns)).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(true),
+                    Err(e) => Err(e),
+                }
             })
             .map_err(api(&format!(
                 "create the namespace {PROBE_NAMESPACE} for probe pods"
@@ -1101,7 +1106,13 @@ async fn own_leases(
                 json!({"metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "kubechaos"}}}),
             )
             .expect("namespace");
-            ns_api.create(&PostParams::default(), &obj).await?;
+            let params = PostParams::default();
+            match crate::kubeclient::patiently(|| ns_api.create(&params, &obj)).await {
+                // (409 after a retry: the first try was made after all; it was absent before)
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
             namespaces.push(ns.clone());
         }
         if Api::<Lease>::namespaced(client.clone(), ns)

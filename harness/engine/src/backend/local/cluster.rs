@@ -716,19 +716,23 @@ impl LocalCluster {
         let mut namespaces = vec![PROBE_NAMESPACE.to_owned()];
         namespaces.extend(self.spec.agents.iter().map(|a| a.lease.namespace.clone()));
         let ns_api = Api::<Namespace>::all(self.admin.clone());
+        let params = PostParams::default();
         for ns in namespaces {
             if ns_api.get_opt(&ns).await.ok().flatten().is_some() {
                 continue;
             }
             let obj: Namespace =
                 serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
-            ns_api
-                .create(&PostParams::default(), &obj)
-                .await
-                .map_err(|source| LocalError::Api {
-                    object: format!("namespace {ns}"),
-                    source,
-                })?;
+            match crate::kubeclient::patiently(|| ns_api.create(&params, &obj)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(source) => {
+                    return Err(LocalError::Api {
+                        object: format!("namespace {ns}"),
+                        source,
+                    })
+                }
+            }
         }
         let sa: ServiceAccount =
             serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
@@ -740,10 +744,8 @@ impl LocalCluster {
             sa_namespaces.push(crate::selfhosted::NAMESPACE);
         }
         for ns in sa_namespaces {
-            match Api::<ServiceAccount>::namespaced(self.admin.clone(), ns)
-                .create(&PostParams::default(), &sa)
-                .await
-            {
+            let api = Api::<ServiceAccount>::namespaced(self.admin.clone(), ns);
+            match crate::kubeclient::patiently(|| api.create(&params, &sa)).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(source) => {
@@ -764,8 +766,8 @@ impl LocalCluster {
             let resource = kube::api::ApiResource::from_gvk(&gvk);
             let obj: DynamicObject =
                 serde_json::from_value(webhook.configuration()).expect("configuration");
-            Api::<DynamicObject>::all_with(self.admin.clone(), &resource)
-                .create(&PostParams::default(), &obj)
+            let api = Api::<DynamicObject>::all_with(self.admin.clone(), &resource);
+            crate::kubeclient::patiently(|| api.create(&params, &obj))
                 .await
                 .map_err(|source| LocalError::Api {
                     object: format!(
