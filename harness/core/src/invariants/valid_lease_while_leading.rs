@@ -18,6 +18,9 @@ pub(super) const WATCH: Watch = Watch::WholeRun;
 /// The Lease as last observed.
 #[derive(Default)]
 struct Seen {
+    /// Whether it has been observed at all: before that, nothing is known of it (a Lease not read
+    /// yet is not a Lease naming nobody), and a term is judged from its first reading.
+    observed: bool,
     holder: Option<String>,
     /// When the observed holder last changed.
     holder_since: u64,
@@ -48,6 +51,9 @@ fn unjustified_from(
     identity: &str,
     since: u64,
 ) -> (u64, String) {
+    if !seen.observed {
+        return (u64::MAX, String::new());
+    }
     match &seen.holder {
         // A term that began after the Lease seen last had expired (the observer has not seen its
         // new renewal yet) is judged from its start: the tolerance covers that lag too.
@@ -116,9 +122,10 @@ pub(super) fn judge(
                 duration_ms,
                 ..
             } if *lease == name => {
-                if *holder != seen.holder {
+                if *holder != seen.holder || !seen.observed {
                     seen.holder_since = e.t_ms;
                 }
+                seen.observed = true;
                 seen.holder = holder.clone();
                 seen.renew_ms = *renew_ms;
                 seen.duration_ms = *duration_ms;
@@ -295,6 +302,31 @@ mod tests {
             ev(70_000, EventKind::RunEnded {}),
         ]);
         assert!(held, "{message}");
+    }
+
+    /// A leader reporting from before the observer's first reading of its Lease (a loaded
+    /// machine, an existing cluster's slow list) has not led "while the Lease named nobody":
+    /// nothing was known of the Lease yet. Judged from that first reading, a Lease that names
+    /// another is still caught.
+    #[test]
+    fn a_lease_not_read_yet_names_nobody_and_nobody_else() {
+        let (held, message) = judged(&[
+            started(0, "a-0_1"),
+            lease(9_000, Some("a-0_1"), 8_500),
+            lease(18_000, Some("a-0_1"), 18_000),
+            ev(30_000, EventKind::RunEnded {}),
+        ]);
+        assert!(held, "{message}");
+        let (held, message) = judged(&[
+            started(0, "a-0_1"),
+            lease(9_000, Some("a-1_1"), 8_500),
+            ev(30_000, EventKind::RunEnded {}),
+        ]);
+        assert!(!held);
+        assert!(
+            message.starts_with("a-0_1 acted as leader of default/lock while the Lease named a-1 (since 9.0s): still leading at 11.0s"),
+            "{message}"
+        );
     }
 
     /// Upstream components write `HOSTNAME_UUID` in the Lease and report `PROCESS_N`: the same
