@@ -52,8 +52,6 @@ struct Seen {
     place: PodPlace,
     /// When its incarnation now (or last) running started, as placed.
     started_at: Option<SystemTime>,
-    /// When the last line of that incarnation's log was written (the kubelet's stamp).
-    last_line: Option<SystemTime>,
     /// When its last incarnation exited, as its status says (for placing the next start).
     exited_at: Option<SystemTime>,
     /// An incarnation that no longer runs, whose exit its log's follower tells once it has
@@ -420,7 +418,6 @@ fn changes(
                 When::Wall(t) => t,
                 When::Now => now,
             });
-            s.last_line = None;
             out.push(Change::Started {
                 process: name.clone(),
                 incarnation: s.incarnation,
@@ -532,6 +529,13 @@ async fn follow_log(
         mine(&mut |s| yes = s.running && s.incarnation == incarnation);
         yes
     };
+    // When it started, for placing its exit (not before).
+    let mut started = None;
+    mine(&mut |s| {
+        if s.incarnation == incarnation {
+            started = s.started_at;
+        }
+    });
     let mut log = LogReader {
         name: &name,
         incarnation,
@@ -565,13 +569,7 @@ async fn follow_log(
             while let Ok(Some(Ok(line))) =
                 tokio::time::timeout(QUIET, futures::StreamExt::next(&mut lines)).await
             {
-                if let Some(t) = log.read(&line) {
-                    mine(&mut |s| {
-                        if s.incarnation == incarnation {
-                            s.last_line = Some(t);
-                        }
-                    });
-                }
+                log.read(&line);
             }
         }
         if current() {
@@ -594,16 +592,13 @@ async fn follow_log(
         };
         if let Ok(text) = api.logs(&name, &params).await {
             for line in text.lines() {
-                if let Some(t) = log.read(line) {
-                    mine(&mut |s| {
-                        s.last_line = s.last_line.max(Some(t));
-                    });
-                }
+                log.read(line);
             }
         }
     }
     // Its exit: when its status said, not before it started or wrote its last line, nor after
     // now.
+    let last = log.last.map(SystemTime::from).max(started);
     let mut told = None;
     mine(&mut |s| {
         if s.ending
@@ -611,11 +606,6 @@ async fn follow_log(
             .is_some_and(|e| e.incarnation == incarnation)
         {
             let e = s.ending.take().expect("ending");
-            let last = if s.incarnation == incarnation {
-                s.started_at.max(s.last_line)
-            } else {
-                s.last_line
-            };
             told = Some((e.reason, placed(e.finished, last, SystemTime::now())));
         }
     });
