@@ -20,11 +20,13 @@ struct Kind {
 }
 
 impl Kind {
-    fn up(name: &str, workers: u32) -> Kind {
+    /// `ci/kind up NAME --workers N`, with the kubechaos image loaded if `kubechaos_pods`.
+    fn up(name: &str, workers: u32, kubechaos_pods: bool) -> Kind {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let out = Command::new(repo().join("ci/kind"))
             .args(["up", name, "--workers", &workers.to_string()])
+            .args((!kubechaos_pods).then_some("--no-kubechaos-image"))
             .env("KUBECONFIG", &kubeconfig)
             .output()
             .unwrap();
@@ -139,7 +141,7 @@ fn assert_has(text: &str, needles: &[&str]) {
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
-    let kind = Kind::up("kc-api", 1);
+    let kind = Kind::up("kc-api", 1, false);
     let (code, text) = kind.play(&repo().join("scenarios-kube/api-server-restart.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
@@ -182,7 +184,7 @@ fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
-    let kind = Kind::up("kc-sched", 1);
+    let kind = Kind::up("kc-sched", 1, false);
     let (code, text) = kind.play(&repo().join("scenarios-kind/remove-the-scheduler.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
@@ -206,7 +208,7 @@ fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_the_reference_agents_pods_are_judged_by_what_their_nodes_said() {
-    let kind = Kind::up("kc-pods", 2);
+    let kind = Kind::up("kc-pods", 2, true);
     let (code, text) = kind.play(&repo().join("examples/reference-agent-leader-cut-off.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
