@@ -4,6 +4,8 @@
 //! provider that these tests play was, until them, checked only against a recording stand-in
 //! for `docker`. Each test makes its own cluster (they run side by side in ci/real-tier) and
 //! deletes it, even when it fails; if a cluster cannot be made, the test fails and says why.
+//! (A pod agent on kind is played by hand only until its log lines are stamped when written:
+//! docs/benchmarks.md, "Real kind clusters".)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,13 +22,14 @@ struct Kind {
 }
 
 impl Kind {
-    /// `ci/kind up NAME --workers N`, with the kubechaos image loaded if `kubechaos_pods`.
-    fn up(name: &str, workers: u32, kubechaos_pods: bool) -> Kind {
+    fn up(name: &str, workers: u32) -> Kind {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
+        // (no test here runs a kubechaos pod: its image is not loaded, and the cluster is up
+        // sooner)
         let out = Command::new(repo().join("ci/kind"))
             .args(["up", name, "--workers", &workers.to_string()])
-            .args((!kubechaos_pods).then_some("--no-kubechaos-image"))
+            .arg("--no-kubechaos-image")
             .env("KUBECONFIG", &kubeconfig)
             .output()
             .unwrap();
@@ -141,7 +144,7 @@ fn assert_has(text: &str, needles: &[&str]) {
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
-    let kind = Kind::up("kc-api", 1, false);
+    let kind = Kind::up("kc-api", 1);
     let (code, text) = kind.play(&repo().join("scenarios-kube/api-server-restart.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
@@ -184,7 +187,7 @@ fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
-    let kind = Kind::up("kc-sched", 1, false);
+    let kind = Kind::up("kc-sched", 1);
     let (code, text) = kind.play(&repo().join("scenarios-kind/remove-the-scheduler.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
@@ -194,78 +197,6 @@ fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
             "PASS  unschedulable",
             "PASS  leader-reacquired kube-system/kube-scheduler",
             "PASS  schedulable",
-        ],
-    );
-    assert_eq!(kind.leftovers(), Vec::<String>::new());
-}
-
-/// Your software as pods on real kubelets: the reference agent's Deployment (two replicas, on two
-/// workers) through its leader cut off by iptables in its node and then killed, and through an
-/// API server stopped for 30 s, judged on what the nodes said and when: a log line at the
-/// kubelet's timestamp, an exit at its container's `finishedAt`, however late the API told them
-/// (the log of a pod cannot be read at all while the API server is down). A correct agent passes
-/// every invariant; one that gives up on a lost renew is caught.
-#[test]
-#[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
-fn on_kind_the_reference_agents_pods_are_judged_by_what_their_nodes_said() {
-    let kind = Kind::up("kc-pods", 2, true);
-    let (code, text) = kind.play(&repo().join("examples/reference-agent-leader-cut-off.yaml"));
-    assert_eq!(code, 0, "{text}");
-    assert_has(
-        &text,
-        &[
-            "fault     partition: [agent/reference-agent/leader, api-server]",
-            "PASS  leader-reacquired reference-agent/reference-agent-lock",
-            "PASS  single-leader reference-agent/reference-agent-lock",
-            "PASS  valid-lease-while-leading reference-agent/reference-agent-lock",
-        ],
-    );
-    assert_eq!(kind.leftovers(), Vec::<String>::new());
-
-    let outage = repo().join("examples/reference-agent-api-outage.yaml");
-    let (code, text) = kind.play(&outage);
-    assert_eq!(code, 0, "{text}");
-    assert_has(
-        &text,
-        &[
-            "fault     api-server: stop",
-            "observer: cannot reach the API server",
-            "PASS  leader-reacquired reference-agent/reference-agent-lock",
-            "PASS  single-leader reference-agent/reference-agent-lock",
-        ],
-    );
-
-    // The same outage with one replica that gives up when a renew fails (client-go's
-    // `LeaderElector.Run` returns and nothing runs it again): nobody leads after it. (With two,
-    // the one not leading never returned from Run and takes over, as on local.)
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("manifests")).unwrap();
-    let manifest =
-        std::fs::read_to_string(repo().join("examples/manifests/reference-agent.yaml")).unwrap();
-    assert!(manifest.contains("--mode, correct]") && manifest.contains("  replicas: 2\n"));
-    std::fs::write(
-        dir.path().join("manifests/reference-agent.yaml"),
-        manifest
-            .replace("--mode, correct]", "--mode, give-up]")
-            .replace("  replicas: 2\n", "  replicas: 1\n"),
-    )
-    .unwrap();
-    let give_up = dir.path().join("give-up-api-outage.yaml");
-    std::fs::write(
-        &give_up,
-        std::fs::read_to_string(&outage).unwrap().replace(
-            "name: reference-agent-api-outage",
-            "name: give-up-api-outage",
-        ),
-    )
-    .unwrap();
-    let (code, text) = kind.play(&give_up);
-    assert_eq!(code, 1, "{text}");
-    assert_has(
-        &text,
-        &[
-            "FAIL  leader-reacquired reference-agent/reference-agent-lock",
-            "PASS  single-leader reference-agent/reference-agent-lock",
         ],
     );
     assert_eq!(kind.leftovers(), Vec::<String>::new());

@@ -11,27 +11,18 @@
 //! after the last line seen when the stream breaks or stays quiet for 5 s) and its lines go to the same hooks as a local
 //! process's: JSON reports and the agent's `leading:` patterns.
 //!
-//! Everything is placed at the time the node said it happened, not when the API told it: a
-//! kubelet goes on running and restarting containers while the API server is away and only its
-//! status reports wait, and a log stream can lag on a loaded machine. A line is placed at the
-//! kubelet's timestamp (nanoseconds); a start at its container's `startedAt`, an exit at its
-//! `finishedAt` (the API gives these to the second), each kept between what is known for sure
-//! (an exit is not before the last line its incarnation wrote, nor a start before the exit
-//! before it) and the moment the follower learnt it. Before that fix, a correct pod's stop read
-//! after an API outage was placed after the outage, and judged as leading through it.
-//!
 //! `kill` deletes the pod with no grace period (every cluster: its owner makes another); other
 //! steps on its pods are refused before the run (`provider.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::AsyncBufReadExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, LogParams};
 
-use crate::backend::local::cluster::{Hooks, When};
+use crate::backend::local::cluster::Hooks;
 use kubechaos_core::scenario::Scenario;
 
 /// How often the followers list their pods.
@@ -50,22 +41,6 @@ struct Seen {
     following: u32,
     /// Where it runs, as last seen (kept after it is gone, so that a cut can be mended).
     place: PodPlace,
-    /// When its incarnation now (or last) running started, as placed.
-    started_at: Option<SystemTime>,
-    /// When its last incarnation exited, as its status says (for placing the next start).
-    exited_at: Option<SystemTime>,
-    /// An incarnation that no longer runs, whose exit its log's follower tells once it has
-    /// read that log to its end (so that its exit is not placed before its last lines).
-    ending: Option<Ending>,
-}
-
-/// An incarnation's end, as a look at its pod saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Ending {
-    incarnation: u32,
-    reason: String,
-    /// `finishedAt` from its status, if it said.
-    finished: Option<SystemTime>,
 }
 
 /// Where a pod runs: what a provider needs to kill its container or cut it off in its node.
@@ -251,19 +226,8 @@ fn process(key: &str) -> &str {
     key.rsplit('/').next().unwrap_or(key)
 }
 
-/// A pod's first container, as its status says.
-struct ContainerNow {
-    running: bool,
-    restarts: u32,
-    name: String,
-    /// When its running incarnation started (`state.running.startedAt`).
-    started: Option<SystemTime>,
-    /// When its last incarnation ended (`state.terminated.finishedAt`, else
-    /// `lastState.terminated.finishedAt`).
-    finished: Option<SystemTime>,
-}
-
-fn container_state(pod: &Pod) -> ContainerNow {
+/// Whether a pod's first container runs, and its restart count.
+fn container_state(pod: &Pod) -> (bool, u32, String) {
     let status = pod
         .status
         .as_ref()
@@ -275,30 +239,13 @@ fn container_state(pod: &Pod) -> ContainerNow {
         .and_then(|s| s.containers.first())
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    let state = status.and_then(|c| c.state.as_ref());
-    let running = state.and_then(|s| s.running.as_ref());
-    let terminated = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| {
-        s.and_then(|s| s.terminated.as_ref())
-            .and_then(|t| t.finished_at.as_ref())
-            .map(|t| SystemTime::from(t.0))
-    };
-    ContainerNow {
-        running: running.is_some(),
-        restarts: status.map_or(0, |c| c.restart_count.max(0) as u32),
-        name,
-        started: running
-            .and_then(|r| r.started_at.as_ref())
-            .map(|t| SystemTime::from(t.0)),
-        finished: terminated(state)
-            .or_else(|| terminated(status.and_then(|c| c.last_state.as_ref()))),
-    }
-}
-
-/// `at`, kept within `[after, now]` (`Now` when the status gave no time).
-fn placed(at: Option<SystemTime>, after: Option<SystemTime>, now: SystemTime) -> When {
-    match at {
-        None => When::Now,
-        Some(at) => When::Wall(at.max(after.unwrap_or(at)).min(now)),
+    match status {
+        None => (false, 0, name),
+        Some(c) => (
+            c.state.as_ref().is_some_and(|s| s.running.is_some()),
+            c.restart_count.max(0) as u32,
+            name,
+        ),
     }
 }
 
@@ -330,19 +277,11 @@ fn why_not_running(pod: &Pod) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Change {
     /// Pod `pod` (`NAMESPACE/NAME`) runs for the first time: a candidate, as `process`.
-    Candidate {
-        pod: String,
-        process: String,
-        at: When,
-    },
+    Candidate { pod: String, process: String },
     /// Its container runs, as this incarnation.
-    Started {
-        process: String,
-        incarnation: u32,
-        at: When,
-    },
-    /// Something the look could not tell (restarts between two looks).
-    Note { process: String, message: String },
+    Started { process: String, incarnation: u32 },
+    /// It no longer runs, and why.
+    Exited { process: String, reason: String },
     /// Follow the log of this incarnation of its container.
     Follow {
         process: String,
@@ -352,83 +291,55 @@ enum Change {
 }
 
 /// Compare a list of an agent's pods in `namespace` with what was seen of them (`mine`,
-/// updated), at wall-clock time `now`: the changes, in order.
-fn changes(
-    namespace: &str,
-    mine: &mut BTreeMap<String, Seen>,
-    pods: &[Pod],
-    now: SystemTime,
-) -> Vec<Change> {
+/// updated): the changes, in order.
+fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> Vec<Change> {
     let mut out = Vec::new();
     let mut present = Vec::new();
     for pod in pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let key = format!("{namespace}/{name}");
         present.push(key.clone());
-        let c = container_state(pod);
+        let (running, restarts, container) = container_state(pod);
         let deleting = pod.metadata.deletion_timestamp.is_some();
         let s = mine.entry(key.clone()).or_default();
         s.place = PodPlace::of(namespace, pod);
-        // Its incarnation's end, told by its log's follower once it has read the rest.
-        let end = |s: &mut Seen, finished: Option<SystemTime>, reason: String| {
+        if s.running && (deleting || !running) {
             s.running = false;
-            s.exited_at = finished.or(Some(now));
-            s.ending = Some(Ending {
-                incarnation: s.incarnation,
-                reason,
-                finished,
+            out.push(Change::Exited {
+                process: name.clone(),
+                reason: if deleting {
+                    "its pod is being deleted".to_owned()
+                } else {
+                    why_not_running(pod)
+                },
             });
-        };
-        if s.running && (deleting || !c.running) {
-            if deleting {
-                // (its container may still run out a grace period: the end is when it is seen)
-                end(s, None, "its pod is being deleted".to_owned());
-            } else {
-                end(s, c.finished, why_not_running(pod));
-            }
         }
-        if s.running && c.restarts + 1 > s.incarnation {
-            if c.restarts + 1 > s.incarnation + 1 {
-                out.push(Change::Note {
-                    process: name.clone(),
-                    message: format!(
-                        "its container restarted {} times between two looks at it (the API server could not be read meanwhile?): the starts and exits between are not known, only the last",
-                        c.restarts + 1 - s.incarnation
-                    ),
-                });
-            }
-            end(
-                s,
-                c.finished,
-                format!("its container restarted (restartCount {})", c.restarts),
-            );
+        if s.running && restarts + 1 > s.incarnation {
+            s.running = false;
+            out.push(Change::Exited {
+                process: name.clone(),
+                reason: format!("its container restarted (restartCount {restarts})"),
+            });
         }
-        if c.running && !deleting && !s.running {
-            let at = placed(c.started, s.exited_at, now);
+        if running && !deleting && !s.running {
             if s.incarnation == 0 {
                 out.push(Change::Candidate {
                     pod: key.clone(),
                     process: name.clone(),
-                    at,
                 });
             }
-            s.incarnation = (c.restarts + 1).max(s.incarnation + 1);
+            s.incarnation = (restarts + 1).max(s.incarnation + 1);
             s.running = true;
-            s.started_at = Some(match at {
-                When::Wall(t) => t,
-                When::Now => now,
-            });
             out.push(Change::Started {
                 process: name.clone(),
                 incarnation: s.incarnation,
-                at,
             });
         }
         if s.running && s.following != s.incarnation {
             s.following = s.incarnation;
             out.push(Change::Follow {
                 process: name.clone(),
-                container: c.name.clone(),
+                container,
                 incarnation: s.incarnation,
             });
         }
@@ -436,11 +347,9 @@ fn changes(
     for (key, s) in mine.iter_mut() {
         if s.running && !present.contains(key) {
             s.running = false;
-            s.exited_at = Some(now);
-            s.ending = Some(Ending {
-                incarnation: s.incarnation,
+            out.push(Change::Exited {
+                process: process(key).to_owned(),
                 reason: "its pod was deleted".to_owned(),
-                finished: None,
             });
         }
     }
@@ -465,20 +374,16 @@ async fn follow(
                     &g.namespace,
                     all.entry(g.name.clone()).or_default(),
                     &list.items,
-                    SystemTime::now(),
                 )
             };
             for change in found {
                 match change {
-                    Change::Candidate { pod, process, at } => {
-                        hooks.candidate(&g.name, &pod, &process, at)
-                    }
+                    Change::Candidate { pod, process } => hooks.candidate(&g.name, &pod, &process),
                     Change::Started {
                         process,
                         incarnation,
-                        at,
-                    } => hooks.started(&process, incarnation, at),
-                    Change::Note { process, message } => hooks.note(&process, &message),
+                    } => hooks.started(&process, incarnation),
+                    Change::Exited { process, reason } => hooks.exited(&process, &reason),
                     Change::Follow {
                         process,
                         container,
@@ -503,8 +408,7 @@ async fn follow(
 }
 
 /// Follow the log of incarnation `incarnation` of pod `name`'s container for as long as that
-/// incarnation runs, resuming after the last line seen when the stream breaks; then read what
-/// it wrote last and tell its exit.
+/// incarnation runs, resuming after the last line seen when the stream breaks.
 #[allow(clippy::too_many_arguments)]
 async fn follow_log(
     api: Api<Pod>,
@@ -517,48 +421,42 @@ async fn follow_log(
     hooks: Arc<dyn Hooks>,
 ) {
     let key = format!("{namespace}/{name}");
-    let mine = |f: &mut dyn FnMut(&mut Seen)| {
-        if let Ok(mut all) = seen.lock() {
-            if let Some(s) = all.get_mut(&agent).and_then(|a| a.get_mut(&key)) {
-                f(s);
-            }
-        }
-    };
     let current = || {
-        let mut yes = false;
-        mine(&mut |s| yes = s.running && s.incarnation == incarnation);
-        yes
+        seen.lock()
+            .ok()
+            .and_then(|all| all.get(&agent)?.get(&key).cloned())
+            .is_some_and(|s| s.running && s.incarnation == incarnation)
     };
-    // When it started, for placing its exit (not before).
-    let mut started = None;
-    mine(&mut |s| {
-        if s.incarnation == incarnation {
-            started = s.started_at;
-        }
-    });
-    let mut log = LogReader {
-        name: &name,
-        incarnation,
-        last: None,
-        hooks: hooks.as_ref(),
-    };
+    // The last line's timestamp (RFC 3339, as the kubelet writes it), to resume after it.
+    let mut last: Option<String> = None;
     // Said once: its reports and `leading:` lines cannot be read (the kubelet does not serve
     // its log), rather than a silence that looks like a quiet program.
     let mut said = false;
     while current() {
-        let params = log.params(&container, true);
+        let params = LogParams {
+            container: Some(container.clone()),
+            follow: true,
+            timestamps: true,
+            since_time: last
+                .as_deref()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()),
+            ..LogParams::default()
+        };
         let opened = api.log_stream(&name, &params).await;
-        match &opened {
-            // The pod is gone (deleted meanwhile): the next look says so.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) if !said && current() => {
+        if let Err(kube::Error::Api(s)) = &opened {
+            if s.code == 404 {
+                // The pod is gone (deleted meanwhile): its follower says so as its exit.
+                return;
+            }
+        }
+        if let Err(e) = &opened {
+            if !said && current() {
                 said = true;
                 hooks.note(
                     &name,
                     &format!("kubechaos cannot follow this pod's log ({e}); its JSON reports and `leading:` lines are not read (still trying)"),
                 );
             }
-            _ => {}
         }
         if let Ok(stream) = opened {
             let mut lines = stream.lines();
@@ -569,95 +467,16 @@ async fn follow_log(
             while let Ok(Some(Ok(line))) =
                 tokio::time::timeout(QUIET, futures::StreamExt::next(&mut lines)).await
             {
-                log.read(&line);
+                let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
+                // `sinceTime` is inclusive (to the second): skip what was read already.
+                if last.as_deref().is_some_and(|l| stamp <= l) {
+                    continue;
+                }
+                last = Some(stamp.to_owned());
+                hooks.line(&name, incarnation, text);
             }
         }
-        if current() {
-            tokio::time::sleep(LOOK).await;
-        }
-    }
-    // It has ended: what it wrote that was not read yet (after an API outage, all of it since),
-    // from its container's log if the kubelet still has it: the one before the running one if
-    // it was restarted once, its own if it has not been restarted yet.
-    let mut restarted = None;
-    mine(&mut |s| {
-        restarted = (s.incarnation == incarnation + 1)
-            .then_some(true)
-            .or((s.incarnation == incarnation).then_some(false))
-    });
-    if let Some(previous) = restarted {
-        let params = LogParams {
-            previous,
-            ..log.params(&container, false)
-        };
-        if let Ok(text) = api.logs(&name, &params).await {
-            for line in text.lines() {
-                log.read(line);
-            }
-        }
-    }
-    // Its exit: when its status said, not before it started or wrote its last line, nor after
-    // now.
-    let last = log.last.map(SystemTime::from).max(started);
-    let mut told = None;
-    mine(&mut |s| {
-        if s.ending
-            .as_ref()
-            .is_some_and(|e| e.incarnation == incarnation)
-        {
-            let e = s.ending.take().expect("ending");
-            told = Some((e.reason, placed(e.finished, last, SystemTime::now())));
-        }
-    });
-    if let Some((reason, at)) = told {
-        hooks.exited(&name, &reason, at);
-    }
-}
-
-/// The lines of one incarnation's log, read once each, placed when the kubelet says they were
-/// written.
-struct LogReader<'a> {
-    name: &'a str,
-    incarnation: u32,
-    /// The last line's timestamp, to resume after it.
-    last: Option<k8s_openapi::jiff::Timestamp>,
-    hooks: &'a dyn Hooks,
-}
-
-impl LogReader<'_> {
-    /// The request for its log (followed or not) from the last line read.
-    fn params(&self, container: &str, follow: bool) -> LogParams {
-        LogParams {
-            container: Some(container.to_owned()),
-            follow,
-            timestamps: true,
-            since_time: self.last,
-            ..LogParams::default()
-        }
-    }
-
-    /// Tell line `line` (`TIMESTAMP TEXT`, as `timestamps=true` gives it) unless it was read
-    /// already; returns when it was written.
-    fn read(&mut self, line: &str) -> Option<SystemTime> {
-        let (stamp, text) = line.split_once(' ').unwrap_or(("", line));
-        let written = stamp.parse::<k8s_openapi::jiff::Timestamp>().ok();
-        // `sinceTime` is inclusive (to the second): skip what was read already.
-        if let (Some(l), Some(w)) = (self.last, written) {
-            if w <= l {
-                return None;
-            }
-        }
-        if written.is_some() {
-            self.last = written;
-        }
-        let written = written.map(SystemTime::from);
-        self.hooks.line(
-            self.name,
-            self.incarnation,
-            text,
-            written.map_or(When::Now, When::Wall),
-        );
-        written
+        tokio::time::sleep(LOOK).await;
     }
 }
 
@@ -665,42 +484,11 @@ impl LogReader<'_> {
 mod tests {
     use super::*;
 
-    const T0: &str = "2026-11-30T10:00:00Z";
-
-    fn at(secs: u64) -> SystemTime {
-        SystemTime::from(T0.parse::<k8s_openapi::jiff::Timestamp>().unwrap())
-            + Duration::from_secs(secs)
-    }
-
-    fn stamp(secs: u64) -> String {
-        k8s_openapi::jiff::Timestamp::try_from(at(secs))
-            .unwrap()
-            .to_string()
-    }
-
-    /// A pod's status: running since `started` (or waiting), `restarts` restarts, the last one
-    /// finished at `finished`.
-    fn timed(
-        name: &str,
-        running: bool,
-        restarts: i32,
-        deleting: bool,
-        started: Option<u64>,
-        finished: Option<u64>,
-    ) -> Pod {
-        let mut state = if running {
+    fn pod(name: &str, running: bool, restarts: i32, deleting: bool) -> Pod {
+        let state = if running {
             serde_json::json!({"running": {}})
         } else {
             serde_json::json!({"waiting": {"reason": "CrashLoopBackOff"}})
-        };
-        if let (true, Some(t)) = (running, started) {
-            state["running"]["startedAt"] = stamp(t).into();
-        }
-        let last = match finished {
-            Some(t) => {
-                serde_json::json!({"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": stamp(t)}})
-            }
-            None => serde_json::json!({}),
         };
         let mut meta = serde_json::json!({"name": name, "namespace": "ops"});
         if deleting {
@@ -709,50 +497,35 @@ mod tests {
         serde_json::from_value(serde_json::json!({
             "metadata": meta,
             "spec": {"containers": [{"name": "op"}]},
-            "status": {"containerStatuses": [{"name": "op", "image": "", "imageID": "", "ready": running, "restartCount": restarts, "state": state, "lastState": last}]},
+            "status": {"containerStatuses": [{"name": "op", "image": "", "imageID": "", "ready": running, "restartCount": restarts, "state": state}]},
         }))
         .unwrap()
-    }
-
-    fn pod(name: &str, running: bool, restarts: i32, deleting: bool) -> Pod {
-        timed(name, running, restarts, deleting, None, None)
     }
 
     fn started(process: &str, incarnation: u32) -> Change {
         Change::Started {
             process: process.into(),
             incarnation,
-            at: When::Now,
         }
     }
 
-    fn ending(mine: &mut BTreeMap<String, Seen>, key: &str) -> Option<(u32, String)> {
-        mine.get_mut(key)?
-            .ending
-            .take()
-            .map(|e| (e.incarnation, e.reason))
-    }
-
     /// A pod's life through the API, as the timeline tells it: first run (a candidate, whose
-    /// log is followed), a container restart (an end, told by its log's follower, and the next
-    /// incarnation), a crash loop, deletion; pods not running yet are not candidates.
+    /// log is followed), a container restart (an exit and the next incarnation), a crash loop,
+    /// deletion; pods not running yet are not candidates.
     #[test]
     fn a_pods_status_is_its_processes_starts_and_exits() {
-        let now = at(100);
         let mut mine = BTreeMap::new();
         let c = changes(
             "ops",
             &mut mine,
             &[pod("op-a", true, 0, false), pod("op-b", false, 0, false)],
-            now,
         );
         assert_eq!(
             c,
             [
                 Change::Candidate {
                     pod: "ops/op-a".into(),
-                    process: "op-a".into(),
-                    at: When::Now,
+                    process: "op-a".into()
                 },
                 started("op-a", 1),
                 Change::Follow {
@@ -763,137 +536,53 @@ mod tests {
             ]
         );
         // Nothing new: nothing said.
-        assert!(changes("ops", &mut mine, &[pod("op-a", true, 0, false)], now).is_empty());
+        assert!(changes("ops", &mut mine, &[pod("op-a", true, 0, false)]).is_empty());
         // Restarted between two looks.
-        let c = changes("ops", &mut mine, &[pod("op-a", true, 1, false)], now);
+        let c = changes("ops", &mut mine, &[pod("op-a", true, 1, false)]);
         assert_eq!(
-            ending(&mut mine, "ops/op-a"),
-            Some((1, "its container restarted (restartCount 1)".into()))
+            c[0],
+            Change::Exited {
+                process: "op-a".into(),
+                reason: "its container restarted (restartCount 1)".into()
+            }
         );
-        assert_eq!(c[0], started("op-a", 2));
-        // Restarted twice between two looks: said, since the one between is not known.
-        let c = changes("ops", &mut mine, &[pod("op-a", true, 3, false)], now);
-        assert!(
-            matches!(&c[0], Change::Note { message, .. } if message.contains("restarted 2 times"))
-        );
-        assert_eq!(c[1], started("op-a", 4));
-        ending(&mut mine, "ops/op-a");
+        assert_eq!(c[1], started("op-a", 2));
         // Crash-looping, then running again.
-        let c = changes("ops", &mut mine, &[pod("op-a", false, 3, false)], now);
-        assert!(c.is_empty());
+        let c = changes("ops", &mut mine, &[pod("op-a", false, 1, false)]);
         assert_eq!(
-            ending(&mut mine, "ops/op-a"),
-            Some((4, "its container is waiting (CrashLoopBackOff)".into()))
+            c,
+            [Change::Exited {
+                process: "op-a".into(),
+                reason: "its container is waiting (CrashLoopBackOff)".into()
+            }]
         );
-        let c = changes("ops", &mut mine, &[pod("op-a", true, 4, false)], now);
-        assert_eq!(c[0], started("op-a", 5));
+        let c = changes("ops", &mut mine, &[pod("op-a", true, 2, false)]);
+        assert_eq!(c[0], started("op-a", 3));
         // Deleted: being deleted, then gone; its replacement is a new candidate.
-        changes("ops", &mut mine, &[pod("op-a", true, 4, true)], now);
+        let c = changes("ops", &mut mine, &[pod("op-a", true, 2, true)]);
         assert_eq!(
-            ending(&mut mine, "ops/op-a"),
-            Some((5, "its pod is being deleted".into()))
+            c,
+            [Change::Exited {
+                process: "op-a".into(),
+                reason: "its pod is being deleted".into()
+            }]
         );
-        let c = changes("ops", &mut mine, &[pod("op-c", true, 0, false)], now);
+        let c = changes("ops", &mut mine, &[pod("op-c", true, 0, false)]);
         assert_eq!(
             c[0],
             Change::Candidate {
                 pod: "ops/op-c".into(),
-                process: "op-c".into(),
-                at: When::Now,
+                process: "op-c".into()
             }
         );
         let mut gone = BTreeMap::new();
-        changes("ops", &mut gone, &[pod("op-d", true, 0, false)], now);
-        changes("ops", &mut gone, &[], now);
+        changes("ops", &mut gone, &[pod("op-d", true, 0, false)]);
         assert_eq!(
-            ending(&mut gone, "ops/op-d"),
-            Some((1, "its pod was deleted".into()))
+            changes("ops", &mut gone, &[]),
+            [Change::Exited {
+                process: "op-d".into(),
+                reason: "its pod was deleted".into()
+            }]
         );
-    }
-
-    /// Seen late (the API server was down): a start is placed at its container's `startedAt`,
-    /// an end carries its `finishedAt`, and the next start is not placed before that end, nor
-    /// anything after the moment it was learnt.
-    #[test]
-    fn starts_and_ends_are_placed_when_the_node_says_not_when_they_are_seen() {
-        let mut mine = BTreeMap::new();
-        let c = changes(
-            "ops",
-            &mut mine,
-            &[timed("op-a", true, 0, false, Some(5), None)],
-            at(60),
-        );
-        assert_eq!(
-            c[1],
-            Change::Started {
-                process: "op-a".into(),
-                incarnation: 1,
-                at: When::Wall(at(5)),
-            }
-        );
-        // Exited at 21 s, restarted at 31 s, both seen at 56 s.
-        let c = changes(
-            "ops",
-            &mut mine,
-            &[timed("op-a", true, 1, false, Some(31), Some(21))],
-            at(56),
-        );
-        let e = mine["ops/op-a"].ending.clone().unwrap();
-        assert_eq!((e.incarnation, e.finished), (1, Some(at(21))));
-        assert_eq!(
-            c[0],
-            Change::Started {
-                process: "op-a".into(),
-                incarnation: 2,
-                at: When::Wall(at(31)),
-            }
-        );
-        // A status whose start is before the end before it (seconds, truncated), or after now.
-        assert_eq!(
-            placed(Some(at(20)), Some(at(21)), at(56)),
-            When::Wall(at(21))
-        );
-        assert_eq!(placed(Some(at(70)), None, at(56)), When::Wall(at(56)));
-        assert_eq!(placed(None, Some(at(21)), at(56)), When::Now);
-    }
-
-    /// What a hook was told of a line, and when.
-    #[derive(Default)]
-    struct Lines(Mutex<Vec<(String, When)>>);
-    impl Hooks for Lines {
-        fn line(&self, _process: &str, _incarnation: u32, line: &str, when: When) {
-            self.0.lock().unwrap().push((line.to_owned(), when));
-        }
-    }
-
-    /// A log read again from its last line (`sinceTime` is to the second, and inclusive) tells
-    /// each line once, at the kubelet's timestamp, whatever the number of its digits.
-    #[test]
-    fn a_log_line_is_told_once_when_the_kubelet_says_it_was_written() {
-        let hooks = Lines::default();
-        let mut log = LogReader {
-            name: "op-a",
-            incarnation: 1,
-            last: None,
-            hooks: &hooks,
-        };
-        let first = "2026-11-30T10:00:05.1Z leading-started";
-        let second = "2026-11-30T10:00:05.12Z leading-stopped";
-        assert!(log.read(first).is_some());
-        assert!(log.read(second).is_some());
-        // Read again from 10:00:05: both are old.
-        assert!(log.read(first).is_none());
-        assert!(log.read(second).is_none());
-        assert!(log.read("no stamp").is_none());
-        let told = hooks.0.lock().unwrap().clone();
-        assert_eq!(told.len(), 3);
-        assert_eq!(
-            told[1],
-            (
-                "leading-stopped".to_owned(),
-                When::Wall(at(5) + Duration::from_millis(120))
-            )
-        );
-        assert_eq!(told[2].1, When::Now);
     }
 }

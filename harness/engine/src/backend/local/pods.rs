@@ -23,28 +23,17 @@ use super::proxy::Proxy;
 use crate::fake_node::{ContainerOp, Containers, PodBook, PodGroup, Program, Workload};
 use crate::selfhosted::HOST_CONFIG_DIR;
 
-/// When something a hook is told happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum When {
-    /// Just now: the teller saw it happen (a process this machine runs, its output as printed).
-    Now,
-    /// At this wall-clock time, told later: what a node's runtime or kubelet stamped (a pod's
-    /// container start or exit, a log line) and a follower read through the API, which may have
-    /// been seconds later (a loaded machine) or minutes (the API server was down meanwhile).
-    Wall(std::time::SystemTime),
-}
-
 /// Told about what the processes do: starts, and every line they print.
 pub trait Hooks: Send + Sync {
     /// Incarnation `incarnation` (from 1) of `process` started.
-    fn started(&self, _process: &str, _incarnation: u32, _when: When) {}
+    fn started(&self, _process: &str, _incarnation: u32) {}
     /// A line of a process's output (stdout or stderr), as it is printed.
-    fn line(&self, _process: &str, _incarnation: u32, _line: &str, _when: When) {}
+    fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
     /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
     /// the ends of the processes it supervises itself.
-    fn exited(&self, _process: &str, _reason: &str, _when: When) {}
+    fn exited(&self, _process: &str, _reason: &str) {}
     /// Pod `pod` (`NAMESPACE/NAME`) of pod agent `agent` runs for the first time, as `process`.
-    fn candidate(&self, _agent: &str, _pod: &str, _process: &str, _when: When) {}
+    fn candidate(&self, _agent: &str, _pod: &str, _process: &str) {}
     /// Something kubechaos has to say about a process (what it cannot see of it).
     fn note(&self, _process: &str, _message: &str) {}
 }
@@ -241,7 +230,7 @@ pub(crate) fn spawn(
     if let Some(err) = child.stderr.take() {
         pump(err, file, stamped, name, inc, hooks.clone());
     }
-    hooks.started(name, inc, When::Now);
+    hooks.started(name, inc);
     Ok(child)
 }
 
@@ -266,7 +255,7 @@ fn pump(
                 let now = k8s_openapi::jiff::Timestamp::now();
                 let _ = writeln!(f, "{now:.9} {line}");
             }
-            hooks.line(&name, inc, &line, When::Now);
+            hooks.line(&name, inc, &line);
         }
     });
 }
@@ -575,7 +564,7 @@ impl LocalContainers {
                 signal_group(&child, Signal::SIGKILL);
             }
             st.stopping.push(child);
-            self.hooks.exited(Self::process(pod), reason, When::Now);
+            self.hooks.exited(Self::process(pod), reason);
         }
         // Forget what has exited.
         st.stopping.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
@@ -647,7 +636,7 @@ impl LocalContainers {
                 } else {
                     format!("exited: {status}; last log line: {tail}")
                 };
-                hooks.exited(Self::process(&pod), &why, When::Now);
+                hooks.exited(Self::process(&pod), &why);
                 return;
             }
         });
@@ -703,7 +692,7 @@ impl Containers for LocalContainers {
         let inc = st.incarnations.get(pod).copied().unwrap_or(0) + 1;
         if inc == 1 {
             if let Some(PodGroup::Agent(agent)) = &group {
-                self.hooks.candidate(agent, pod, name, When::Now);
+                self.hooks.candidate(agent, pod, name);
             }
         }
         let child = spawn(name, inc, &launch, &self.log(pod), &self.hooks, &isolation)?;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::cluster::{Hooks, LocalCluster, Spec, When};
+use super::cluster::{Hooks, LocalCluster, Spec};
 use super::error::LocalError;
 use crate::backend::driver::{Exit, World, WorldClock};
 use crate::backend::link::LinkState;
@@ -86,24 +86,9 @@ impl RecorderHooks {
         }
     }
 
-    /// The run's time of `when`: a wall-clock time told later is placed by its age (the
-    /// recorder's time now less how long ago it was), never before time zero nor after now.
-    fn t_ms(&self, when: When) -> u64 {
-        let now = self.recorder.now_ms();
-        match when {
-            When::Now => now,
-            When::Wall(at) => {
-                let age = std::time::SystemTime::now()
-                    .duration_since(at)
-                    .unwrap_or_default();
-                now.saturating_sub(age.as_millis() as u64)
-            }
-        }
-    }
-
-    /// Record, at `t_ms`, a leadership event that incarnation `incarnation` of `process` said,
-    /// as one term per start and Lease (see the type's docs); anything else as it is.
-    fn leadership(&self, t_ms: u64, process: &str, incarnation: u32, e: EventKind) {
+    /// Record a leadership event that incarnation `incarnation` of `process` said, as one term
+    /// per start and Lease (see the type's docs); anything else as it is.
+    fn leadership(&self, process: &str, incarnation: u32, e: EventKind) {
         let mut terms = self.terms.lock().expect("terms");
         let e = match e {
             EventKind::LeadingStarted { lease, identity } => {
@@ -129,7 +114,7 @@ impl RecorderHooks {
             }
             other => other,
         };
-        self.recorder.record_at(t_ms, e);
+        self.recorder.record(e);
     }
 }
 
@@ -197,38 +182,29 @@ fn klog_lock(line: &str) -> Option<&str> {
 }
 
 impl Hooks for RecorderHooks {
-    fn started(&self, process: &str, incarnation: u32, when: When) {
-        self.recorder.record_at(
-            self.t_ms(when),
-            EventKind::ProcessStarted {
-                process: process.to_owned(),
-                incarnation,
-            },
-        );
+    fn started(&self, process: &str, incarnation: u32) {
+        self.recorder.record(EventKind::ProcessStarted {
+            process: process.to_owned(),
+            incarnation,
+        });
     }
 
-    fn exited(&self, process: &str, reason: &str, when: When) {
-        self.recorder.record_at(
-            self.t_ms(when),
-            EventKind::ProcessExited {
-                process: process.to_owned(),
-                reason: reason.to_owned(),
-            },
-        );
+    fn exited(&self, process: &str, reason: &str) {
+        self.recorder.record(EventKind::ProcessExited {
+            process: process.to_owned(),
+            reason: reason.to_owned(),
+        });
     }
 
-    fn candidate(&self, agent: &str, pod: &str, process: &str, when: When) {
+    fn candidate(&self, agent: &str, pod: &str, process: &str) {
         if let Ok(mut owner) = self.patterns.owner.lock() {
             owner.insert(process.to_owned(), agent.to_owned());
         }
-        self.recorder.record_at(
-            self.t_ms(when),
-            EventKind::CandidatePod {
-                agent: agent.to_owned(),
-                pod: pod.to_owned(),
-                process: process.to_owned(),
-            },
-        );
+        self.recorder.record(EventKind::CandidatePod {
+            agent: agent.to_owned(),
+            pod: pod.to_owned(),
+            process: process.to_owned(),
+        });
     }
 
     fn note(&self, process: &str, message: &str) {
@@ -238,37 +214,29 @@ impl Hooks for RecorderHooks {
         });
     }
 
-    fn line(&self, process: &str, incarnation: u32, line: &str, when: When) {
-        let t_ms = self.t_ms(when);
+    fn line(&self, process: &str, incarnation: u32, line: &str) {
         let identity = || format!("{process}_{incarnation}");
         if let Some(said) = self.patterns.event(process, incarnation, line) {
             if let Some(e) = said {
-                self.leadership(t_ms, process, incarnation, e);
+                self.leadership(process, incarnation, e);
             }
         } else if line.starts_with('{') {
             match read_report(line) {
-                Report::Leadership(e) => self.leadership(t_ms, process, incarnation, e),
-                Report::Note(message) => self.recorder.record_at(
-                    t_ms,
-                    EventKind::ProcessNote {
-                        process: process.to_owned(),
-                        message,
-                    },
-                ),
-                Report::Rejected(error) => self.recorder.record_at(
-                    t_ms,
-                    EventKind::ReportRejected {
-                        process: process.to_owned(),
-                        error,
-                        line: line.chars().take(300).collect(),
-                    },
-                ),
+                Report::Leadership(e) => self.leadership(process, incarnation, e),
+                Report::Note(message) => self.recorder.record(EventKind::ProcessNote {
+                    process: process.to_owned(),
+                    message,
+                }),
+                Report::Rejected(error) => self.recorder.record(EventKind::ReportRejected {
+                    process: process.to_owned(),
+                    error,
+                    line: line.chars().take(300).collect(),
+                }),
                 Report::NotAReport => {}
             }
         } else if line.contains("\"Successfully acquired lease\"") {
             if let Some(lock) = klog_lock(line) {
                 self.leadership(
-                    t_ms,
                     process,
                     incarnation,
                     EventKind::LeadingStarted {
@@ -280,7 +248,6 @@ impl Hooks for RecorderHooks {
         } else if line.contains("\"Failed to renew lease\"") {
             if let Some(lock) = klog_lock(line) {
                 self.leadership(
-                    t_ms,
                     process,
                     incarnation,
                     EventKind::LeadingStopped {
@@ -752,33 +719,6 @@ mod tests {
             .contains("not etcd's status"));
     }
 
-    /// What a follower read late is placed when it happened: by its age against the
-    /// recorder's time now, never before time zero nor after now.
-    #[test]
-    fn what_is_told_late_is_placed_when_it_happened() {
-        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
-        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
-        let recorder = Recorder::new(|| 60_000);
-        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s));
-        let now = std::time::SystemTime::now();
-        let json =
-            r#"{"event":"leading-stopped","lease":"ops/op","identity":"op-1_1","reason":"lost"}"#;
-        hooks.started("op-1", 1, When::Wall(now - Duration::from_secs(50)));
-        hooks.line("op-1", 1, json, When::Wall(now - Duration::from_secs(35)));
-        hooks.exited(
-            "op-1",
-            "its container terminated",
-            When::Wall(now - Duration::from_secs(3600)),
-        );
-        hooks.exited("op-1", "later", When::Wall(now + Duration::from_secs(5)));
-        let t: Vec<u64> = recorder.snapshot().into_iter().map(|e| e.t_ms).collect();
-        // (the test's own time between `now` and the hooks' look at the clock: a few ms)
-        assert!(t[0] == 0, "{t:?}");
-        assert!((10_000..10_500).contains(&t[1]), "{t:?}");
-        assert!((25_000..25_500).contains(&t[2]), "{t:?}");
-        assert_eq!(t[3], 60_000, "{t:?}");
-    }
-
     /// A client-go program that prints JSON reports too says each term twice: client-go's klog
     /// line, then its own report. That is one term of one start, not two leaders (it once failed
     /// `single-leader` on a correct Deployment); its stop, in either words, ends it, and the next
@@ -789,15 +729,15 @@ mod tests {
         let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
         let recorder = Recorder::new(|| 0);
         let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s));
-        hooks.candidate("op", "ops/op-1", "op-1", When::Now);
+        hooks.candidate("op", "ops/op-1", "op-1");
         let klog = r#"I1130 leaderelection.go:272] "Successfully acquired lease" lock="ops/op""#;
         let json = r#"{"event":"leading-started","lease":"ops/op","identity":"op-1_5e2a"}"#;
         let stop = r#"{"event":"leading-stopped","lease":"ops/op","identity":"op-1_5e2a","reason":"lost"}"#;
         for line in [klog, json, stop, klog, json] {
-            hooks.line("op-1", 1, line, When::Now);
+            hooks.line("op-1", 1, line);
         }
-        hooks.line("op-1", 2, json, When::Now);
-        hooks.line("op-1", 2, klog, When::Now);
+        hooks.line("op-1", 2, json);
+        hooks.line("op-1", 2, klog);
         let terms: Vec<(bool, String)> = recorder
             .snapshot()
             .into_iter()
@@ -830,26 +770,19 @@ mod tests {
         let acquired =
             r#"I1130 leaderelection.go:272] "Successfully acquired lease" lock="ops/op""#;
         // Not yet a candidate: a line of an unknown process is only read as upstream's klog.
-        hooks.line("op-5d9c-x2x7q", 1, "Successfully acquired lease", When::Now);
-        hooks.candidate("op", "ops/op-5d9c-x2x7q", "op-5d9c-x2x7q", When::Now);
-        hooks.line("op-5d9c-x2x7q", 1, acquired, When::Now);
+        hooks.line("op-5d9c-x2x7q", 1, "Successfully acquired lease");
+        hooks.candidate("op", "ops/op-5d9c-x2x7q", "op-5d9c-x2x7q");
+        hooks.line("op-5d9c-x2x7q", 1, acquired);
         hooks.line(
             "op-5d9c-x2x7q",
             1,
             r#"{"event":"leading-started","lease":"ops/op","identity":"op-5d9c-x2x7q_9"}"#,
-            When::Now,
         );
-        hooks.line(
-            "op-5d9c-x2x7q",
-            2,
-            "E1130 Failed to renew lease ops/op",
-            When::Now,
-        );
+        hooks.line("op-5d9c-x2x7q", 2, "E1130 Failed to renew lease ops/op");
         hooks.line(
             "cmd-1",
             1,
             r#"{"event":"leading-started","lease":"default/cmd","identity":"cmd-1_1"}"#,
-            When::Now,
         );
         let kinds: Vec<EventKind> = recorder.snapshot().into_iter().map(|e| e.kind).collect();
         assert_eq!(
