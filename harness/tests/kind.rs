@@ -1,42 +1,80 @@
-//! The kind tier (issue 28): kubechaos against real kind clusters, made on this machine by
+//! The kind tier (issue 28): kubechaos against a real kind cluster, made on this machine by
 //! `ci/kind up` (kind v0.33.0 itself, from a node image built here from the pinned parts), with
-//! real kubelets, containerd, iptables and kubeadm's static pods. Every claim of the kind
-//! provider that these tests play was, until them, checked only against a recording stand-in
-//! for `docker`. Each test makes its own cluster (they run side by side in ci/real-tier) and
-//! deletes it, even when it fails; if a cluster cannot be made, the test fails and says why.
-//! (A pod agent on kind is played by hand only until its log lines are stamped when written:
-//! docs/benchmarks.md, "Real kind clusters".)
+//! real kubelets, containerd, iptables and kubeadm's static pods.
+//!
+//! As Kubernetes runs its `[Disruptive]` e2e tests (`[Serial]`) and cluster-api its e2e on one
+//! bootstrap cluster, the tier is one cluster (one control-plane node, two workers) made once by
+//! `ci/real-tier` and named to each test in `KUBECHAOS_KIND_CLUSTER` (its kubeconfig in
+//! `KUBECONFIG`); the tests play on it one after another. Each test first checks that the
+//! cluster is as a fresh one (nothing in its nodes, every node Ready), and after its plays that
+//! they left the cluster as they found it: the cleanup of every fault is tested on every play.
+//! A test run alone (`cargo test --test kind -- --ignored NAME`) makes a cluster of its own and
+//! deletes it, even when it fails. If a cluster cannot be made, the test fails and says why.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 mod common;
 use common::{play_scenario, repo};
 
-/// A kind cluster made by `ci/kind up` for one test, with a kubeconfig of its own; deleted when
-/// dropped.
+/// The workers of the tier's cluster (and of one a test makes alone).
+const WORKERS: u32 = 2;
+
+/// The static pods kubeadm runs on a control-plane node.
+const STATIC_PODS: [&str; 4] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// A kind cluster to play on: the tier's, or one made for a test alone (deleted when dropped).
 struct Kind {
     name: String,
     kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
+    /// The kubeconfig's directory of a cluster made for this test alone.
+    own: Option<tempfile::TempDir>,
+}
+
+/// What a play must leave of the cluster as it found it (see [`Kind::state`]).
+#[derive(Debug, PartialEq, Eq)]
+struct State {
+    /// Every namespace.
+    namespaces: BTreeSet<String>,
+    /// Every pod outside kube-system (`NAMESPACE/NAME`): kube-system's restart under faults.
+    pods: BTreeSet<String>,
 }
 
 impl Kind {
-    fn up(name: &str, workers: u32) -> Kind {
+    /// The tier's cluster (`KUBECHAOS_KIND_CLUSTER`, made by `ci/real-tier`), checked to be as a
+    /// fresh one; else a cluster made for this test alone, `kc-SHORT`.
+    fn for_test(short: &str) -> Kind {
+        if let Some(name) = std::env::var_os("KUBECHAOS_KIND_CLUSTER") {
+            let kubeconfig = std::env::var_os("KUBECONFIG")
+                .map(PathBuf::from)
+                .expect("KUBECHAOS_KIND_CLUSTER comes with KUBECONFIG (ci/real-tier sets both)");
+            let kind = Kind {
+                name: name.to_string_lossy().into_owned(),
+                kubeconfig,
+                own: None,
+            };
+            kind.assert_fresh();
+            return kind;
+        }
+        let name = format!("kc-{short}");
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        // (no test here runs a kubechaos pod: its image is not loaded, and the cluster is up
-        // sooner)
         let out = Command::new(repo().join("ci/kind"))
-            .args(["up", name, "--workers", &workers.to_string()])
-            .arg("--no-kubechaos-image")
+            .args(["up", &name, "--workers", &WORKERS.to_string()])
             .env("KUBECONFIG", &kubeconfig)
             .output()
             .unwrap();
         let kind = Kind {
-            name: name.to_owned(),
+            name: name.clone(),
             kubeconfig,
-            _dir: dir,
+            own: Some(dir),
         };
         assert!(
             out.status.success(),
@@ -48,9 +86,13 @@ impl Kind {
         kind
     }
 
+    fn context(&self) -> String {
+        format!("kind-{}", self.name)
+    }
+
     /// `kubechaos scenario FILE --backend kube --context kind-NAME`: exit code and output.
     fn play(&self, file: &Path) -> (i32, String) {
-        let context = format!("kind-{}", self.name);
+        let context = self.context();
         play_scenario(
             file,
             "kube",
@@ -63,10 +105,33 @@ impl Kind {
         )
     }
 
+    /// `kubectl --kubeconfig … --context kind-NAME ARGS`.
+    fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--context", &self.context()])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// [`Kind::kubectl`] that must succeed: its stdout.
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The node containers' names.
     fn nodes(&self) -> Vec<String> {
         let out = Command::new("docker")
-            .args(["ps", "--format", "{{.Names}}", "--filter"])
+            .args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
             .arg(format!("label=io.x-k8s.kind.cluster={}", self.name))
             .output()
             .unwrap();
@@ -83,14 +148,24 @@ impl Kind {
         nodes
     }
 
-    /// What a run left in the nodes: iptables rules with kubechaos's comment, static pod
-    /// manifests held aside, static pods missing from kubelet's directory.
+    /// What a run left in the nodes: a node container not running (or paused), iptables rules
+    /// with kubechaos's comment, static pod manifests held aside or missing from kubelet's
+    /// directory.
     fn leftovers(&self) -> Vec<String> {
         let mut left = Vec::new();
         for node in self.nodes() {
             let out = Command::new("docker")
+                .args(["inspect", "-f", "{{.State.Status}}", &node])
+                .output()
+                .unwrap();
+            let status = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if status != "running" {
+                left.push(format!("{node}: its container is {status}, not running"));
+                continue;
+            }
+            let out = Command::new("docker")
                 .args(["exec", &node, "sh", "-c"])
-                .arg("iptables -S | grep -e '--comment kubechaos '; iptables -t nat -S | grep -e '--comment kubechaos '; ls /etc/kubernetes/kubechaos-held 2>/dev/null; true")
+                .arg("for x in iptables ip6tables; do $x -S | grep -e '--comment kubechaos '; $x -t nat -S | grep -e '--comment kubechaos '; done; ls /etc/kubernetes/kubechaos-held 2>/dev/null; true")
                 .output()
                 .unwrap();
             left.extend(
@@ -104,12 +179,7 @@ impl Kind {
                     .output()
                     .unwrap();
                 let have = String::from_utf8_lossy(&out.stdout).to_string();
-                for pod in [
-                    "etcd",
-                    "kube-apiserver",
-                    "kube-controller-manager",
-                    "kube-scheduler",
-                ] {
+                for pod in STATIC_PODS {
                     if !have.lines().any(|l| l == format!("{pod}.yaml")) {
                         left.push(format!(
                             "{node}: {pod}.yaml is not in /etc/kubernetes/manifests"
@@ -120,14 +190,87 @@ impl Kind {
         }
         left
     }
+
+    /// The cluster as a fresh one: nothing left in its nodes, every node Ready and every
+    /// kube-system pod Ready (within 3 minutes: a play before may have ended with a component
+    /// still coming back).
+    fn assert_fresh(&self) {
+        assert_eq!(
+            self.leftovers(),
+            Vec::<String>::new(),
+            "the tier's cluster {} is not as a fresh one before this test",
+            self.name
+        );
+        for what in [
+            vec!["node", "--all"],
+            vec!["pod", "--all", "-n", "kube-system"],
+        ] {
+            let mut args = vec!["wait", "--for=condition=Ready", "--timeout=3m"];
+            args.extend(what);
+            let out = self.kubectl(&args);
+            assert!(
+                out.status.success(),
+                "the tier's cluster {}: not Ready within 3 minutes ({}): {}\n{}",
+                self.name,
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr),
+                self.kubectl_ok(&["get", "nodes,pods", "-A", "-o", "wide"])
+            );
+        }
+    }
+
+    /// The namespaces and the pods outside kube-system, once no namespace is being deleted
+    /// (a run deletes what it made; waited for up to 2 minutes).
+    fn state(&self) -> State {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = self.kubectl_ok(&[
+                "get",
+                "namespaces",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}",
+            ]);
+            let going = out.lines().any(|l| l.ends_with(" Terminating"));
+            if !going || Instant::now() > deadline {
+                let namespaces = out
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next())
+                    .map(str::to_owned)
+                    .collect();
+                let pods = self
+                    .kubectl_ok(&[
+                        "get",
+                        "pods",
+                        "-A",
+                        "-o",
+                        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+                    ])
+                    .lines()
+                    .filter(|l| !l.starts_with("kube-system/"))
+                    .map(str::to_owned)
+                    .collect();
+                return State { namespaces, pods };
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+
+    /// That the plays since `before` left the cluster as they found it: nothing in the nodes,
+    /// the same namespaces, no pod of theirs.
+    fn assert_left_as(&self, before: &State) {
+        assert_eq!(self.leftovers(), Vec::<String>::new(), "left in the nodes");
+        assert_eq!(&self.state(), before, "left in the cluster");
+    }
 }
 
 impl Drop for Kind {
     fn drop(&mut self) {
-        let _ = Command::new(repo().join("ci/kind"))
-            .args(["down", &self.name])
-            .env("KUBECONFIG", &self.kubeconfig)
-            .output();
+        if self.own.is_some() {
+            let _ = Command::new(repo().join("ci/kind"))
+                .args(["down", &self.name])
+                .env("KUBECONFIG", &self.kubeconfig)
+                .output();
+        }
     }
 }
 
@@ -140,17 +283,18 @@ fn assert_has(text: &str, needles: &[&str]) {
 /// The API server's static pod moved out of kubelet's sight and back (`api-server: stop`):
 /// the API is really gone (the observer loses it, both component Leases expire), comes back
 /// when the manifest does, and the scheduler and controller-manager lead again and a new pod
-/// schedules; nothing is left in the node.
+/// schedules; nothing is left in the cluster or its nodes.
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
-    let kind = Kind::up("kc-api", 1);
+    let kind = Kind::for_test("api");
+    let before = kind.state();
     let (code, text) = kind.play(&repo().join("scenarios-kube/api-server-restart.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
         &text,
         &[
-            "provider: kind (from the context name kind-kc-api)",
+            &format!("provider: kind (from the context name kind-{})", kind.name),
             "fault     api-server: stop  [api-server]",
             "observer: cannot reach the API server",
             "lease     kube-system/kube-scheduler: expired (not renewed by kube-scheduler-0)",
@@ -161,7 +305,7 @@ fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
             "PASS  schedulable: probe pod kubechaos/probe-",
         ],
     );
-    assert_eq!(kind.leftovers(), Vec::<String>::new());
+    kind.assert_left_as(&before);
     // No pull leaves a node: every registry is an address that refuses.
     for node in kind.nodes() {
         let out = Command::new("docker")
@@ -187,7 +331,8 @@ fn on_kind_the_api_server_stops_for_real_and_the_control_plane_heals() {
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
-    let kind = Kind::up("kc-sched", 1);
+    let kind = Kind::for_test("sched");
+    let before = kind.state();
     let (code, text) = kind.play(&repo().join("scenarios-kind/remove-the-scheduler.yaml"));
     assert_eq!(code, 0, "{text}");
     assert_has(
@@ -199,5 +344,5 @@ fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
             "PASS  schedulable",
         ],
     );
-    assert_eq!(kind.leftovers(), Vec::<String>::new());
+    kind.assert_left_as(&before);
 }
