@@ -45,6 +45,12 @@ fn run() -> i32 {
                 && std::env::var_os("NO_COLOR").is_none(),
         )
         .try_init();
+    // Chaos on kubechaos itself (its own reads delayed): a value that is not a duration is the
+    // user's input, said before anything runs.
+    if let Err(e) = kubechaos_engine::kubeclient::self_delay() {
+        eprintln!("kubechaos: {e}");
+        return exit::BAD_INPUT;
+    }
     let end = match cli.command {
         Command::Scenario(args) => commands::run::scenario(&args, cli.verbose > 0),
         Command::Suite(args) => commands::run::suite(&args),

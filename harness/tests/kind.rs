@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{play_scenario, repo};
+use common::{play_scenario_with, repo};
 
 /// The workers of the tier's cluster (and of one a test makes alone).
 const WORKERS: u32 = 2;
@@ -92,8 +92,13 @@ impl Kind {
 
     /// `kubechaos scenario FILE --backend kube --context kind-NAME`: exit code and output.
     fn play(&self, file: &Path) -> (i32, String) {
+        self.play_with(file, &[])
+    }
+
+    /// [`Kind::play`] with more environment.
+    fn play_with(&self, file: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (i32, String) {
         let context = self.context();
-        play_scenario(
+        play_scenario_with(
             file,
             "kube",
             &[
@@ -102,6 +107,7 @@ impl Kind {
                 "--context".as_ref(),
                 context.as_ref(),
             ],
+            env,
         )
     }
 
@@ -344,5 +350,56 @@ fn on_kind_a_removed_scheduler_leaves_pods_pending_until_it_returns() {
             "PASS  schedulable",
         ],
     );
+    kind.assert_left_as(&before);
+}
+
+/// Your software as pods on real kubelets (issue 36): the reference agent's Deployment from the
+/// kubechaos image, its leader cut off by iptables in its node, the one leading then killed
+/// with `crictl`, then the API server's static pod moved out for 40 s; a give-up Deployment
+/// beside it. Its pods' starts and exits are read in their nodes (containerd's events), their
+/// lines at the runtime's timestamps: the correct agent passes every invariant through the
+/// outage (its "lost the lease" line, written while the API server was down and read after,
+/// once failed `valid-lease-while-leading`), the give-up one is caught.
+#[test]
+#[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
+fn on_kind_the_evidence_scenario_gives_its_verdicts_idle() {
+    let kind = Kind::for_test("evidence");
+    let before = kind.state();
+    let (code, text) = kind.play(&common::evidence_scenario());
+    common::assert_evidence_verdicts(code, &text);
+    assert!(
+        text.contains("fault     kill: agent/reference-agent/leader"),
+        "{text}"
+    );
+    kind.assert_left_as(&before);
+}
+
+/// The same with kubechaos's own reads of the API server held 5 s each way: the verdicts are
+/// the idle ones, and the report says how late it read.
+#[test]
+#[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
+fn on_kind_the_evidence_scenario_gives_its_verdicts_with_kubechaos_reading_5s_late() {
+    let kind = Kind::for_test("evidence-late");
+    let before = kind.state();
+    let (code, text) = kind.play_with(
+        &common::evidence_scenario(),
+        &[("KUBECHAOS_SELF_DELAY", "5s".as_ref())],
+    );
+    common::assert_evidence_verdicts(code, &text);
+    assert!(text.contains("INFO  evidence was read up to "), "{text}");
+    kind.assert_left_as(&before);
+}
+
+/// The same with both cores kept busy for the whole run.
+#[test]
+#[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
+fn on_kind_the_evidence_scenario_gives_its_verdicts_with_every_core_saturated() {
+    let kind = Kind::for_test("evidence-busy");
+    let before = kind.state();
+    let (code, text) = {
+        let _busy = common::Saturated::every_core();
+        kind.play(&common::evidence_scenario())
+    };
+    common::assert_evidence_verdicts(code, &text);
     kind.assert_left_as(&before);
 }

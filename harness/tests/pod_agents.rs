@@ -347,3 +347,43 @@ fn a_selector_that_matches_no_pod_ends_the_start() {
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Verdicts that hold on a busy machine (issue 36): the correct reference agent through its
+/// leader cut off, killed and an API outage, and a give-up one through the outage, on an idle
+/// machine. The delayed and saturated plays below must give the same verdicts.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_evidence_scenario_gives_its_verdicts_idle() {
+    let (code, text) = play_scenario(&common::evidence_scenario(), "local", &[]);
+    common::assert_evidence_verdicts(code, &text);
+}
+
+/// The same with kubechaos's own reads of the API server held 5 s each way
+/// (`$KUBECHAOS_SELF_DELAY`, a proxy in front of the observer): every Lease is placed when it
+/// was written, so the verdicts are the idle ones, and the report says how late it read.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_evidence_scenario_gives_its_verdicts_with_kubechaos_reading_5s_late() {
+    let (code, text) = play_scenario_with(
+        &common::evidence_scenario(),
+        "local",
+        &[],
+        &[("KUBECHAOS_SELF_DELAY", "5s".as_ref())],
+    );
+    common::assert_evidence_verdicts(code, &text);
+    assert!(
+        text.contains(
+            "kubechaos reads the cluster through a proxy that holds every byte 5s each way"
+        ) && text.contains("INFO  evidence was read up to "),
+        "{text}"
+    );
+}
+
+/// The same with both cores kept busy for the whole run.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn the_evidence_scenario_gives_its_verdicts_with_every_core_saturated() {
+    let _busy = common::Saturated::every_core();
+    let (code, text) = play_scenario(&common::evidence_scenario(), "local", &[]);
+    common::assert_evidence_verdicts(code, &text);
+}

@@ -383,14 +383,9 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
     let (_commands, rx) = tokio::sync::mpsc::unbounded_channel();
     let rx = std::cell::RefCell::new(Some(rx));
     sim.host("kubechaos", move || {
-        let obs = Observer {
-            recorder: observer_recorder.clone(),
-            epoch: epoch(),
-            deployments: Default::default(),
-            leases: ["default/l".to_owned()].into(),
-            watch_timeout: 4,
-            holder_names: Default::default(),
-        };
+        let mut obs = Observer::watching(observer_recorder.clone(), epoch());
+        obs.leases = ["default/l".to_owned()].into();
+        obs.watch_timeout = 4;
         let rx = rx.borrow_mut().take().unwrap();
         async move {
             obs.run(SimTransport::client(Duration::from_secs(5)), rx)
@@ -437,9 +432,13 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
         .into_iter()
         .filter_map(|e| match e.kind {
             EventKind::LeaseObserved { holder, .. } => Some(format!("lease {}", holder.unwrap())),
-            EventKind::ProcessNote { message, .. } => {
-                Some(message.split(" (").next().unwrap().to_owned())
-            }
+            EventKind::ApiReach { reached, error } => Some(
+                kubechaos_core::events::api_reach_text(reached, error.as_deref())
+                    .split(" (")
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+            ),
             _ => None,
         })
         .collect();

@@ -71,13 +71,87 @@ pub fn read_report(line: &str) -> Report {
 }
 
 /// One thing that happened, `t_ms` milliseconds after the run started.
+///
+/// `t_ms` is when it happened where it happened (its source's time: a log line's runtime
+/// timestamp, a container's exit as its node's runtime tells it, a Lease's `renewTime`), never
+/// when kubechaos read it; `read_ms` is when kubechaos read it, where that was later. A fact
+/// read late is placed where it belongs, so that a verdict does not turn on how quickly
+/// kubechaos reads (a busy machine, a slow API server), and the lag is in the events file for
+/// the report to tell ([`largest_lag`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    /// Milliseconds since the start of the run (virtual on the sim, real elsewhere).
+    /// Milliseconds since the start of the run (virtual on the sim, real elsewhere), when it
+    /// happened.
     pub t_ms: u64,
+    /// When kubechaos read it (milliseconds since the start of the run), if later than `t_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ms: Option<u64>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+impl Event {
+    /// An event that happened at `t_ms`, read then.
+    pub fn new(t_ms: u64, kind: EventKind) -> Event {
+        Event {
+            t_ms,
+            read_ms: None,
+            kind,
+        }
+    }
+
+    /// When kubechaos read it.
+    pub fn read_at(&self) -> u64 {
+        self.read_ms.unwrap_or(self.t_ms).max(self.t_ms)
+    }
+}
+
+/// What the observer's [`EventKind::ApiReach`] says, as the timeline shows it.
+pub fn api_reach_text(reached: bool, error: Option<&str>) -> String {
+    if reached {
+        "observer: reached the API server again".into()
+    } else {
+        format!(
+            "observer: cannot reach the API server ({}); retrying every second",
+            error.unwrap_or("no answer")
+        )
+    }
+}
+
+/// What a fact is, in a few words, for a report that points at one (the largest lag).
+pub fn fact_text(kind: &EventKind) -> String {
+    match kind {
+        EventKind::LeaseObserved { lease, holder, .. } => match holder {
+            Some(h) => format!("Lease {lease} written by {h}"),
+            None => format!("Lease {lease} released"),
+        },
+        EventKind::LeadingStarted { identity, .. } => format!("{identity} said it leads"),
+        EventKind::LeadingStopped { identity, .. } => format!("{identity} said it stopped leading"),
+        EventKind::ProcessStarted {
+            process,
+            incarnation,
+        } => format!("{process} started (start #{incarnation})"),
+        EventKind::ProcessExited { process, .. } => format!("{process} exited"),
+        EventKind::ProcessNote { process, .. } | EventKind::ReportRejected { process, .. } => {
+            format!("a line of {process}")
+        }
+        EventKind::PodBound { pod, .. } => format!("pod {pod} bound"),
+        EventKind::NodeObserved { node, .. } => format!("node {node}"),
+        EventKind::DeploymentObserved { deployment, .. } => format!("Deployment {deployment}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The fact read the longest after it happened, and how long after (`None`: everything was read
+/// as it happened). What a report says so that a user can tell a busy runner (a lag of seconds,
+/// verdicts unaffected) from a broken operator.
+pub fn largest_lag(events: &[Event]) -> Option<(u64, &Event)> {
+    events
+        .iter()
+        .map(|e| (e.read_at() - e.t_ms, e))
+        .filter(|(lag, _)| *lag > 0)
+        .max_by_key(|(lag, _)| *lag)
 }
 
 /// What happened.
@@ -218,6 +292,18 @@ pub enum EventKind {
         /// The note.
         message: String,
     },
+    /// Whether kubechaos's observer can read the API server: lost when a request of its was
+    /// not answered (`reached: false`, with the error; placed when that request was sent), back
+    /// when one was answered again (placed when the answer was read). Between the two, the
+    /// Leases' changes were not seen as they came: a leadership term begun meanwhile is judged
+    /// by the next reading of its Lease.
+    ApiReach {
+        /// The API server answered again (`true`), or stopped answering (`false`).
+        reached: bool,
+        /// The error that said it was lost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// A line a candidate printed as a leadership report (a JSON object with an `event` field)
     /// that kubechaos could not read: it is not judged, and said rather than dropped.
     ReportRejected {
@@ -287,9 +373,26 @@ impl Recorder {
 
     /// Record an event at a given time (nothing, once the run has ended).
     pub fn record_at(&self, t_ms: u64, kind: EventKind) {
+        self.push(Event::new(t_ms, kind));
+    }
+
+    /// Record a fact read now that happened at `source_ms` (its source's time, on the run's
+    /// clock): placed then, with the time it was read. A source time later than now (clocks a
+    /// little apart) is now.
+    pub fn record_from(&self, source_ms: u64, kind: EventKind) {
+        let now = (self.clock)();
+        let t_ms = source_ms.min(now);
+        self.push(Event {
+            t_ms,
+            read_ms: (now > t_ms).then_some(now),
+            kind,
+        });
+    }
+
+    fn push(&self, e: Event) {
         let mut events = self.events.lock().expect("recorder lock");
         if !events.1 {
-            events.0.push(Event { t_ms, kind });
+            events.0.push(e);
         }
     }
 
@@ -300,15 +403,11 @@ impl Recorder {
         let mut events = self.events.lock().expect("recorder lock");
         events.0.retain(|e| e.t_ms <= t_ms);
         if interrupted {
-            events.0.push(Event {
-                t_ms,
-                kind: EventKind::RunInterrupted {},
-            });
+            events
+                .0
+                .push(Event::new(t_ms, EventKind::RunInterrupted {}));
         }
-        events.0.push(Event {
-            t_ms,
-            kind: EventKind::RunEnded {},
-        });
+        events.0.push(Event::new(t_ms, EventKind::RunEnded {}));
         events.1 = true;
     }
 
@@ -405,6 +504,7 @@ mod tests {
         let r = Recorder::new(|| 0);
         let node = |t_ms| Event {
             t_ms,
+            read_ms: None,
             kind: EventKind::NodeObserved {
                 node: "node-0".into(),
                 ready: true,
@@ -497,6 +597,7 @@ mod tests {
         let events = vec![
             Event {
                 t_ms: 0,
+                read_ms: None,
                 kind: EventKind::RunStarted {
                     scenario: "x".into(),
                     backend: "sim".into(),
@@ -507,6 +608,7 @@ mod tests {
             },
             Event {
                 t_ms: 7,
+                read_ms: None,
                 kind: EventKind::LeaseObserved {
                     lease: "a/b".into(),
                     holder: Some("p_1".into()),
@@ -517,6 +619,7 @@ mod tests {
             },
             Event {
                 t_ms: 9,
+                read_ms: None,
                 kind: EventKind::RunEnded {},
             },
         ];

@@ -40,6 +40,11 @@ impl Outcome {
         self.verdicts.iter().all(|v| v.held)
     }
 
+    /// The fact read the longest after it happened, and how long after.
+    pub fn largest_lag(&self) -> Option<(u64, &Event)> {
+        crate::events::largest_lag(&self.events)
+    }
+
     /// How many lines printed as leadership reports could not be read (and were not judged).
     pub fn rejected_reports(&self) -> usize {
         self.events
@@ -61,6 +66,7 @@ fn with_verdicts(mut events: Vec<Event>, verdicts: &[Verdict]) -> Vec<Event> {
     };
     events.extend(verdicts.iter().map(|v| Event {
         t_ms: end,
+        read_ms: None,
         kind: EventKind::InvariantJudged {
             invariant: v.index,
             label: v.label.clone(),

@@ -125,6 +125,15 @@ pub async fn client(
     context: Option<&str>,
     timeout: Option<Duration>,
 ) -> Result<kube::Client, ClientError> {
+    kube::Client::try_from(config(kubeconfig, context, timeout).await?).map_err(ClientError::Build)
+}
+
+/// The configuration [`client`] makes its client from.
+pub async fn config(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    timeout: Option<Duration>,
+) -> Result<kube::Config, ClientError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
@@ -163,7 +172,70 @@ pub async fn client(
         config.read_timeout = Some(t);
         config.write_timeout = Some(t);
     }
-    kube::Client::try_from(config).map_err(ClientError::Build)
+    Ok(config)
+}
+
+/// The environment variable of [`self_delay`].
+pub const SELF_DELAY_ENV: &str = "KUBECHAOS_SELF_DELAY";
+
+/// `$KUBECHAOS_SELF_DELAY` (a duration, `5s`): chaos on kubechaos itself. Its own connections to
+/// the API server that read the evidence (the observer, the pod agents' followers) go through a
+/// proxy that holds every byte this long each way, as a slow API server or a starved CI runner
+/// makes it read late; the verdicts must not change, since every fact is placed when it
+/// happened. The reports say the largest lag seen. kubechaos's own tests use it.
+pub fn self_delay() -> Result<Option<Duration>, String> {
+    match std::env::var(SELF_DELAY_ENV) {
+        Err(_) => Ok(None),
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => kubechaos_core::scenario::duration::parse(v.trim())
+            .map(Some)
+            .map_err(|e| format!("${SELF_DELAY_ENV}={v}: {e}; expected a duration such as 5s")),
+    }
+}
+
+/// A client of `config`'s API server whose connections go through a proxy on 127.0.0.1 that
+/// holds every byte `delay` each way ([`self_delay`]; within a Tokio runtime). The proxy lives
+/// as long as the returned handle.
+pub(crate) async fn delayed(
+    mut config: kube::Config,
+    delay: Duration,
+) -> Result<(kube::Client, crate::backend::local::proxy::Proxy), ClientError> {
+    let unusable = |why: String| ClientError::Build(kube::Error::Service(why.into()));
+    let url = config.cluster_url.clone();
+    let host = url
+        .host()
+        .ok_or_else(|| unusable(format!("{url} names no host")))?
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let port = url.port_u16().unwrap_or(443);
+    let target = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| unusable(format!("cannot resolve {host}:{port}")))?;
+    let proxy = crate::backend::local::proxy::Proxy::start(target)
+        .map_err(|e| unusable(format!("cannot start a proxy on 127.0.0.1: {e}")))?;
+    let held = crate::backend::link::LinkState {
+        latency: delay,
+        ..Default::default()
+    };
+    proxy.set(true, &held);
+    proxy.set(false, &held);
+    // A TLS handshake takes two round trips through the proxy, a request one: the timeouts
+    // grow by what the proxy holds, so that only the reading is late, not refused.
+    let held_back = delay * 4;
+    config.connect_timeout = config.connect_timeout.map(|t| t + held_back);
+    config.read_timeout = config.read_timeout.map(|t| t + held_back);
+    config.write_timeout = config.write_timeout.map(|t| t + held_back);
+    // The server's certificate still names the host it was reached at.
+    if config.tls_server_name.is_none() {
+        config.tls_server_name = Some(host.clone());
+    }
+    config.cluster_url = format!("https://{}", proxy.addr)
+        .parse()
+        .map_err(|e| unusable(format!("the proxy's address: {e}")))?;
+    let client = kube::Client::try_from(config).map_err(ClientError::Build)?;
+    Ok((client, proxy))
 }
 
 /// The holder identity of a Lease (`Ok(None)`: it does not exist or nobody holds it).

@@ -76,6 +76,12 @@ pub enum Command {
         /// The node.
         node: String,
     },
+    /// The run has ended: read every followed Lease once more (what changed and was not seen
+    /// yet is recorded, placed when it was written), then say so on `done`.
+    Settle {
+        /// Told once the Leases were read (or could not be).
+        done: std::sync::mpsc::Sender<()>,
+    },
 }
 
 /// What became of a command.
@@ -113,9 +119,29 @@ pub struct Observer {
     /// identity) -> process. On kind the scheduler's identity is `NODE_UUID`; its process is
     /// `kube-scheduler-N`. Empty where identities already are process names.
     pub holder_names: BTreeMap<(String, String), String>,
+    /// The client that reads (follows) the cluster, where it is not the one that acts: kubechaos
+    /// told to read late ($KUBECHAOS_SELF_DELAY) reads through a proxy, and acts at once.
+    pub reader: Option<kube::Client>,
+    /// What was last recorded of each Lease, shared by its follower and [`Command::Settle`].
+    pub(crate) leases_seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, LeaseSeen>>>,
 }
 
 impl Observer {
+    /// An observer recording into `recorder` (renew times relative to `epoch`) that follows no
+    /// Lease or Deployment yet (set [`Observer::leases`], [`Observer::deployments`]).
+    pub fn watching(recorder: Recorder, epoch: k8s_openapi::jiff::Timestamp) -> Observer {
+        Observer {
+            recorder,
+            epoch,
+            deployments: Default::default(),
+            leases: Default::default(),
+            watch_timeout: 60,
+            holder_names: BTreeMap::new(),
+            reader: None,
+            leases_seen: std::sync::Arc::default(),
+        }
+    }
+
     /// The observer of a run of `s`: its leases and Deployments, renew times relative to `epoch`,
     /// watches as real API servers serve them (60 s), holder identities as they are.
     pub(crate) fn of(
@@ -130,17 +156,21 @@ impl Observer {
             leases: s.leases().keys().map(|l| l.to_string()).collect(),
             watch_timeout: 60,
             holder_names: BTreeMap::new(),
+            reader: None,
+            leases_seen: std::sync::Arc::default(),
         }
     }
 
     /// Run until the world ends (the sim's end, or the task is aborted).
     pub async fn run(self, client: kube::Client, commands: mpsc::UnboundedReceiver<Command>) {
         let reach = Reach::default();
+        let (act, client) = (client.clone(), self.reader.clone().unwrap_or(client));
         let leases = self.follow(
             Api::<Lease>::all(client.clone()),
             &reach,
-            |this, seen: &mut BTreeMap<String, LeaseSeen>, s: Seen<'_, Lease>| {
-                s.each(|l| this.lease(seen, l))
+            |this, _: &mut (), s: Seen<'_, Lease>| {
+                let mut seen = this.leases_seen.lock().expect("leases seen");
+                s.each(|l| this.lease(&mut seen, l))
             },
         );
         let nodes = self.follow(
@@ -188,7 +218,7 @@ impl Observer {
             }
         };
         tokio::join!(
-            self.act(&client, commands),
+            self.act(&act, &client, commands),
             leases,
             nodes,
             pods,
@@ -198,7 +228,12 @@ impl Observer {
     }
 
     /// Carry out commands as they come; retry those the API server did not take every second.
-    async fn act(&self, client: &kube::Client, mut commands: mpsc::UnboundedReceiver<Command>) {
+    async fn act(
+        &self,
+        client: &kube::Client,
+        reader: &kube::Client,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+    ) {
         let mut pending: Vec<Command> = Vec::new();
         loop {
             if pending.is_empty() {
@@ -218,6 +253,11 @@ impl Observer {
             }
             let mut still = Vec::new();
             for c in pending.drain(..) {
+                if let Command::Settle { done } = &c {
+                    self.settle(reader).await;
+                    let _ = done.send(());
+                    continue;
+                }
                 match self.execute(client, &c).await {
                     Outcome::Done => {}
                     Outcome::Retry => still.push(c),
@@ -241,15 +281,9 @@ impl Observer {
         }
         self.recorder.record_at(
             at,
-            EventKind::ProcessNote {
-                process: "kubechaos".into(),
-                message: match result {
-                    Ok(()) => "observer: reached the API server again".into(),
-                    Err(e) => format!(
-                        "observer: cannot reach the API server ({}); retrying every second",
-                        short(e)
-                    ),
-                },
+            EventKind::ApiReach {
+                reached: ok,
+                error: result.err().map(short),
             },
         );
     }
@@ -339,9 +373,25 @@ impl Observer {
         });
     }
 
+    /// Read every Lease once more, recording what changed unseen (the end of a run: what a
+    /// slow watch had not brought yet).
+    async fn settle(&self, reader: &kube::Client) {
+        if let Ok(list) = Api::<Lease>::all(reader.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            let mut seen = self.leases_seen.lock().expect("leases seen");
+            for l in &list.items {
+                self.lease(&mut seen, l);
+            }
+        }
+    }
+
     /// Carry out a command.
     async fn execute(&self, client: &kube::Client, c: &Command) -> Outcome {
         match c {
+            // (carried out by `act` itself, with the client that reads)
+            Command::Settle { .. } => Outcome::Done,
             Command::Probe { invariant } => {
                 let name = format!("probe-{invariant}");
                 let pod: Pod = serde_json::from_value(json!({
@@ -496,6 +546,13 @@ impl Observer {
         }
     }
 
+    /// The last millisecond of the second that a whole-second time `t` of the API names (a
+    /// condition's `lastTransitionTime`), since the start of the run: the latest it can have
+    /// happened.
+    fn end_of_second(&self, t: &k8s_openapi::jiff::Timestamp) -> u64 {
+        self.since_start_ms(t) + 999
+    }
+
     fn since_start_ms(&self, t: &k8s_openapi::jiff::Timestamp) -> u64 {
         let d = t.duration_since(self.epoch);
         d.as_millis().max(0) as u64
@@ -530,13 +587,30 @@ impl Observer {
                 .map(|s| s as u64 * 1000),
         );
         if seen.get(&key) != Some(&now) {
-            self.recorder.record(EventKind::LeaseObserved {
+            // Placed when it was written, by the holder's clock (on kind and local, this
+            // machine's): when it changed hands, its `acquireTime`; else its `renewTime`. A
+            // Lease read late (a slow API server, a busy machine) is placed all the same.
+            let changed_hands = seen.get(&key).is_none_or(|was| was.0 != now.0);
+            let acquired = spec
+                .acquire_time
+                .as_ref()
+                .map(|t| self.since_start_ms(&t.0));
+            let written = if changed_hands {
+                acquired.or(now.1)
+            } else {
+                now.1
+            };
+            let e = EventKind::LeaseObserved {
                 lease: key.clone(),
                 holder: now.0.clone(),
                 renew_ms: now.1,
                 transitions: now.2,
                 duration_ms: now.3,
-            });
+            };
+            match written {
+                Some(t) => self.recorder.record_from(t, e),
+                None => self.recorder.record(e),
+            }
             seen.insert(key, now);
         }
     }
@@ -553,11 +627,26 @@ impl Observer {
                     .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
             });
         if seen.get(&name) != Some(&(ready, tainted)) {
-            self.recorder.record(EventKind::NodeObserved {
+            let e = EventKind::NodeObserved {
                 node: name.clone(),
                 ready,
                 tainted,
-            });
+            };
+            // A change of its Ready condition, when its condition says it changed (to the
+            // second: the end of that second, no earlier than it could have been); a taint, when
+            // it was read.
+            let was_ready = seen.get(&name).map(|s| s.0);
+            let changed_at = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| self.end_of_second(&t.0));
+            match changed_at {
+                Some(t) if was_ready.is_some_and(|w| w != ready) => self.recorder.record_from(t, e),
+                _ => self.recorder.record(e),
+            }
             seen.insert(name, (ready, tainted));
         }
     }
@@ -574,10 +663,26 @@ impl Observer {
             .filter(|n| !n.is_empty())
         {
             if seen.get(&key) != Some(&node) {
-                self.recorder.record(EventKind::PodBound {
+                let e = EventKind::PodBound {
                     pod: key.clone(),
                     node: node.clone(),
-                });
+                };
+                // When its PodScheduled condition says it was bound (to the second: the end of
+                // that second, no earlier than it could have been), however late it was read.
+                let bound_at = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| {
+                        cs.iter()
+                            .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+                    })
+                    .and_then(|c| c.last_transition_time.as_ref())
+                    .map(|t| self.end_of_second(&t.0));
+                match bound_at {
+                    Some(t) => self.recorder.record_from(t, e),
+                    None => self.recorder.record(e),
+                }
                 seen.insert(key, node);
             }
         }
@@ -613,6 +718,22 @@ impl Observer {
             }
         }
     }
+}
+
+/// Ask the observer behind `commands` to read every Lease once more ([`Command::Settle`]) and
+/// wait for it, at most `limit` (blocking: the end of a real-time run). Returns what stayed
+/// unread, if it did not answer in time.
+pub(crate) fn settle(commands: &mpsc::UnboundedSender<Command>, limit: Duration) -> Option<String> {
+    let (done, wait) = std::sync::mpsc::channel();
+    if commands.send(Command::Settle { done }).is_err() {
+        return Some("the observer had stopped: the Leases were not read once more".to_owned());
+    }
+    wait.recv_timeout(limit).err().map(|_| {
+        format!(
+            "the Leases could not be read once more within {}s",
+            limit.as_secs()
+        )
+    })
 }
 
 /// What a watch saw: a whole list, an object as it is now, or an object that went.
@@ -739,6 +860,8 @@ mod tests {
             leases: ["kube-system/kube-scheduler".to_owned()].into(),
             watch_timeout: 60,
             holder_names: BTreeMap::new(),
+            reader: None,
+            leases_seen: std::sync::Arc::default(),
         }
     }
 
@@ -794,6 +917,64 @@ mod tests {
                     transitions: 1,
                     duration_ms: Some(15_000),
                 },
+            ]
+        );
+    }
+
+    /// A Lease read late (a slow API server, a busy machine: here 10 s after its start) is
+    /// placed when it was written, by its own times: when it changed hands, its `acquireTime`;
+    /// a renewal by the same holder, its `renewTime`. When it was read is kept beside.
+    #[test]
+    fn a_lease_read_late_is_placed_when_it_was_written() {
+        let o = Observer {
+            recorder: Recorder::new(|| 10_000),
+            ..observer()
+        };
+        let mut seen = BTreeMap::new();
+        let written = |holder: &str, acquired: &str, renewed: &str| -> Lease {
+            serde_json::from_value(json!({
+                "metadata": {"namespace": "kube-system", "name": "kube-scheduler"},
+                "spec": {"holderIdentity": holder, "acquireTime": acquired, "renewTime": renewed,
+                         "leaseTransitions": 0, "leaseDurationSeconds": 15}
+            }))
+            .unwrap()
+        };
+        o.lease(
+            &mut seen,
+            &written(
+                "a_1",
+                "2026-01-01T00:00:01.000000Z",
+                "2026-01-01T00:00:02.500000Z",
+            ),
+        );
+        o.lease(
+            &mut seen,
+            &written(
+                "a_1",
+                "2026-01-01T00:00:01.000000Z",
+                "2026-01-01T00:00:04.500000Z",
+            ),
+        );
+        o.lease(
+            &mut seen,
+            &written(
+                "b_1",
+                "2026-01-01T00:00:07.000000Z",
+                "2026-01-01T00:00:07.000000Z",
+            ),
+        );
+        let placed: Vec<(u64, Option<u64>)> = o
+            .recorder
+            .snapshot()
+            .iter()
+            .map(|e| (e.t_ms, e.read_ms))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                (1000, Some(10_000)),
+                (4500, Some(10_000)),
+                (7000, Some(10_000))
             ]
         );
     }
@@ -964,7 +1145,9 @@ mod tests {
         let notes: Vec<String> = kinds(&o)
             .into_iter()
             .map(|k| match k {
-                EventKind::ProcessNote { message, .. } => message,
+                EventKind::ApiReach { reached, error } => {
+                    kubechaos_core::events::api_reach_text(reached, error.as_deref())
+                }
                 k => panic!("{k:?}"),
             })
             .collect();

@@ -237,6 +237,23 @@ pub(crate) fn play<B: Backend>(
     };
     let end_ms = end.as_millis() as u64;
     let interrupted = world.clock().interrupted();
+    // Judge only when the evidence is in: what happened before the end and is still on its way
+    // is read first (each fact is placed at its source's time, so it lands where it belongs).
+    if !interrupted {
+        let unread = world.drain();
+        if !unread.is_empty() {
+            recorder.record_at(
+                end_ms,
+                EventKind::ProcessNote {
+                    process: "kubechaos".into(),
+                    message: format!(
+                        "at the end of the run, not everything that happened could be read before judging: {}",
+                        unread.join("; ")
+                    ),
+                },
+            );
+        }
+    }
     recorder.end(end_ms, interrupted);
     let restored = backend.finish(world, end, progress)?;
     if interrupted {

@@ -146,3 +146,81 @@ pub fn build_client_go_agent(dir: &Path) -> PathBuf {
     );
     bin
 }
+
+/// Every core kept busy for as long as it lives: a busy loop per core, each a process of its
+/// own at the default priority, as a CI runner's own build beside kubechaos (issue 36's
+/// saturated machine).
+pub struct Saturated {
+    loops: Vec<std::process::Child>,
+}
+
+impl Saturated {
+    /// One busy loop per core of this machine, started now.
+    pub fn every_core() -> Saturated {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let loops = (0..cores)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .expect("sh")
+            })
+            .collect();
+        Saturated { loops }
+    }
+}
+
+impl Drop for Saturated {
+    fn drop(&mut self) {
+        for l in &mut self.loops {
+            let _ = l.kill();
+            let _ = l.wait();
+        }
+    }
+}
+
+/// `harness/tests/fixtures/evidence-at-source.yaml`: the correct reference agent through its
+/// leader cut off, killed and an API outage, and a give-up one through the outage.
+pub fn evidence_scenario() -> PathBuf {
+    repo().join("harness/tests/fixtures/evidence-at-source.yaml")
+}
+
+/// The verdicts that scenario gives on an idle machine, whatever the backend: every invariant
+/// of the correct agent held, the give-up one caught (exit 1) and only it.
+pub fn assert_evidence_verdicts(code: i32, text: &str) {
+    let lock = "reference-agent/reference-agent-lock";
+    let give_up = "reference-agent/give-up-lock";
+    let expected = [
+        format!("PASS  leader-reacquired {lock}: held by reference-agent-"),
+        format!("PASS  single-leader {lock}: never two leaders at once"),
+        format!("PASS  valid-lease-while-leading {lock}: every leader's Lease named it"),
+        format!("FAIL  leader-reacquired {give_up}: lease {give_up} was not re-acquired"),
+        format!("PASS  single-leader {give_up}"),
+    ];
+    let mut problems: Vec<String> = expected
+        .iter()
+        .filter(|e| !text.contains(e.as_str()))
+        .map(|e| format!("expected {e:?}"))
+        .collect();
+    let passes = text
+        .lines()
+        .filter(|l| l.contains(&format!("PASS  leader-reacquired {lock}")))
+        .count();
+    if passes != 3 {
+        problems.push(format!(
+            "expected the 3 windows of {lock}'s leader-reacquired to pass, {passes} did"
+        ));
+    }
+    let fails: Vec<&str> = text.lines().filter(|l| l.contains("  FAIL  ")).collect();
+    if fails.len() != 1 {
+        problems.push(format!(
+            "expected one FAIL (the give-up agent's), got {fails:?}"
+        ));
+    }
+    if code != 1 {
+        problems.push(format!(
+            "expected exit 1 (the give-up agent caught), got {code}"
+        ));
+    }
+    assert!(problems.is_empty(), "{}\n{text}", problems.join("\n"));
+}

@@ -43,8 +43,9 @@ pub(super) fn judge(
 ) -> (bool, String, Option<u64>) {
     let (lease, within) = (&i.lease, i.within);
     let name = lease.to_string();
-    // The last observation: when, holder, renewTime, lease duration.
-    type Seen = (u64, Option<String>, Option<u64>, Option<u64>);
+    // The last observation: when it was written (its source time) and read, holder, renewTime,
+    // lease duration.
+    type Seen = (u64, u64, Option<String>, Option<u64>, Option<u64>);
     let mut last: Option<Seen> = None;
     for e in tl.events {
         let EventKind::LeaseObserved {
@@ -63,13 +64,14 @@ pub(super) fn judge(
         if e.t_ms > deadline {
             break;
         }
-        last = Some((e.t_ms, holder.clone(), *renew_ms, *duration_ms));
+        last = Some((e.t_ms, e.read_at(), holder.clone(), *renew_ms, *duration_ms));
         if e.t_ms < anchor {
             continue;
         }
         if let (Some(h), Some(r)) = (holder, renew_ms) {
-            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= e.t_ms);
-            if *r >= anchor && valid_when_seen && tl.alive(&name, h, e.t_ms) {
+            // (when it was read: no later than that it had reached the API server)
+            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= e.read_at());
+            if *r >= anchor && valid_when_seen && tl.alive(&name, h, e.t_ms, e.t_ms) {
                 let after = e.t_ms.saturating_sub(anchor);
                 return (
                     true,
@@ -90,11 +92,11 @@ pub(super) fn judge(
     let alive = tl.running(&candidates, deadline);
     let seen = match last {
         None => "the lease was never observed".to_owned(),
-        Some((_, None, ..)) => "the lease had no holder".to_owned(),
-        Some((seen_at, Some(h), renew, duration)) => format!(
+        Some((_, _, None, ..)) => "the lease had no holder".to_owned(),
+        Some((written, seen_at, Some(h), renew, duration)) => format!(
             "last holder {} (process {}), last renewal {}{}",
             h,
-            if tl.alive(&name, &h, deadline) {
+            if tl.alive(&name, &h, written, deadline) {
                 "still running".to_owned()
             } else {
                 match tl.incarnation_at(&tl.holder_process(&name, &h), deadline) {

@@ -162,10 +162,12 @@ impl<'a> Timeline<'a> {
         running
     }
 
-    /// Whether the process a holder identity of `lease` names is running, in that incarnation,
-    /// at `t`. A process the timeline never mentions (on an existing cluster, kubechaos sees
-    /// Leases, not processes) counts as running: its renewals are the evidence.
-    fn alive(&self, lease: &str, identity: &str, t: u64) -> bool {
+    /// Whether the process a holder identity of `lease` names, in the incarnation that wrote a
+    /// record of it at `written` (the record's source time: its `renewTime`, or `acquireTime`
+    /// when it changed hands), is still running at `t`. A process the timeline never mentions
+    /// (on an existing cluster, kubechaos sees Leases, not processes) counts as running: its
+    /// renewals are the evidence.
+    fn alive(&self, lease: &str, identity: &str, written: u64, t: u64) -> bool {
         let process = self.holder_process(lease, identity);
         let process = process.as_str();
         let mentioned = self.events.iter().any(|e| match &e.kind {
@@ -177,13 +179,15 @@ impl<'a> Timeline<'a> {
             return true;
         }
         // `NAME_INCARNATION` is how kubechaos names the processes it starts; a pod's program
-        // makes its own identity (`PODNAME_RANDOM`), whose suffix says nothing of incarnations.
+        // makes its own identity (`PODNAME_RANDOM`, or the pod's name alone, which every start
+        // of its container writes again), whose suffix says nothing of incarnations: the record
+        // was written by the start of it that ran when it was written.
         let pod = self
             .events
             .iter()
             .any(|e| matches!(&e.kind, EventKind::CandidatePod { process: p, .. } if p == process));
         let wanted = if pod {
-            self.writer(lease, identity, process)
+            self.incarnation_at(process, written)
         } else {
             identity
                 .rsplit_once('_')
@@ -193,32 +197,6 @@ impl<'a> Timeline<'a> {
             (Some(running), Some(wanted)) => running == wanted,
             (running, _) => running.is_some(),
         }
-    }
-
-    /// The incarnation of `process` (a pod's program, whose identity is its own) that wrote
-    /// holder identity `identity` into `lease`: the one last started when the identity was first
-    /// seen there. Each start of a pod's program makes a new identity, so a record still naming
-    /// the identity of a start that has exited names nobody running.
-    fn writer(&self, lease: &str, identity: &str, process: &str) -> Option<u32> {
-        let first_seen = self.events.iter().find_map(|e| match &e.kind {
-            EventKind::LeaseObserved {
-                lease: l,
-                holder: Some(h),
-                ..
-            } if l == lease && h == identity => Some(e.t_ms),
-            _ => None,
-        })?;
-        self.events
-            .iter()
-            .take_while(|e| e.t_ms <= first_seen)
-            .filter_map(|e| match &e.kind {
-                EventKind::ProcessStarted {
-                    process: p,
-                    incarnation,
-                } if p == process => Some(*incarnation),
-                _ => None,
-            })
-            .last()
     }
 
     /// The processes that compete for a lease: the scenario's replicas, for a self-hosted
@@ -570,6 +548,7 @@ mod tests {
     fn seen(t_ms: u64, available: u32, reported: u32, ready_pods: u32) -> Event {
         Event {
             t_ms,
+            read_ms: None,
             kind: EventKind::DeploymentObserved {
                 deployment: "kube-system/s".into(),
                 available,
@@ -581,7 +560,7 @@ mod tests {
     }
 
     fn at(t_ms: u64, kind: EventKind) -> Event {
-        Event { t_ms, kind }
+        Event::new(t_ms, kind)
     }
 
     /// The observer's read of Lease `ops/op`: held by `holder`, renewed at `renew` for 15s.
@@ -838,8 +817,13 @@ expect:
             ]);
             events
         };
-        // Delivered at the heal (1m50.1s), renewed at 1m20.8s: ran out at 1m35.8s.
-        let v = judge(&s, &events(lease(110_100, 80_800)));
+        // Delivered at the heal (1m50.1s), renewed at 1m20.8s: ran out at 1m35.8s. It is
+        // placed when it was written, and read when it reached the API server.
+        let read_late = |read: u64| Event {
+            read_ms: Some(read),
+            ..lease(80_800, 80_800)
+        };
+        let v = judge(&s, &events(read_late(110_100)));
         assert!(!v[0].held, "{}", v[0].message);
         assert!(
             v[0].message.contains("after its 15s lease had run out"),
@@ -847,8 +831,86 @@ expect:
             v[0].message
         );
         // The same renewal seen while it was valid is leadership.
-        let v = judge(&s, &events(lease(81_000, 80_800)));
+        let v = judge(&s, &events(read_late(81_000)));
         assert!(v[0].held, "{}", v[0].message);
+    }
+
+    /// Found on the way (issue 36): a controller-runtime manager whose identity is its pod's
+    /// name, which every start of its container writes again. Its leader exited on its lost
+    /// lease during an API outage, its container was started again and, with the same identity,
+    /// held the Lease again after the outage. That is the Lease re-acquired (once judged "not
+    /// running: the start of it that wrote this identity has exited", under a timeline that
+    /// said the opposite): a record is the writing of the start that ran when it was written.
+    /// A start that keeps the identity but never renews again (`give-up`) still fails, and its
+    /// diagnosis says that the start running holds the record.
+    #[test]
+    fn an_identity_written_again_by_a_restarted_container_is_that_containers() {
+        let yaml = "name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+faults: [{at: 20s, id: outage, for: 40s, api-server: stop}]
+expect:
+  - leader-reacquired: {lease: ops/op, within: 1m, after: outage.end}
+";
+        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let fault = |t_ms: u64, undo: bool| {
+            at(
+                t_ms,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: Some("outage".into()),
+                    action: "api-server: stop".into(),
+                    undo,
+                    detail: String::new(),
+                    links: Vec::new(),
+                },
+            )
+        };
+        let mut events = candidate_op_1();
+        events.extend([
+            lease_seen(2_000, "op-1", 2_000),
+            lease_seen(18_000, "op-1", 18_000),
+            fault(20_000, false),
+            at(
+                32_100,
+                EventKind::ProcessExited {
+                    process: "op-1".into(),
+                    reason: "its container exited (exit code 1)".into(),
+                },
+            ),
+            at(
+                42_600,
+                EventKind::ProcessStarted {
+                    process: "op-1".into(),
+                    incarnation: 2,
+                },
+            ),
+            fault(60_000, true),
+        ]);
+        let mut renewed = events.clone();
+        renewed.extend([
+            lease_seen(61_200, "op-1", 61_200),
+            lease_seen(119_500, "op-1", 119_500),
+            at(130_000, EventKind::RunEnded {}),
+        ]);
+        let v = judge(&s, &renewed);
+        assert!(v[0].held, "{}", v[0].message);
+        assert!(
+            v[0].message
+                .starts_with("held by op-1 (renewed at 1m01.2s)"),
+            "{}",
+            v[0].message
+        );
+        // The same identity, never renewed after the outage: still a violation, whose words do
+        // not say its writer is gone (the running start wrote none after the anchor).
+        events.push(at(130_000, EventKind::RunEnded {}));
+        let v = judge(&s, &events);
+        assert!(!v[0].held, "{}", v[0].message);
+        assert!(
+            v[0].message.contains("last holder op-1 (process not running: the start of it that wrote this identity has exited; start #2 runs)"),
+            "{}",
+            v[0].message
+        );
     }
 
     /// Found by the real tier (the same give-up pods): the cut-off leader's held renewal reached

@@ -117,6 +117,7 @@ mod tests {
     fn started(t_ms: u64, identity: &str) -> Event {
         Event {
             t_ms,
+            read_ms: None,
             kind: EventKind::LeadingStarted {
                 lease: "default/lock".into(),
                 identity: identity.into(),
@@ -127,6 +128,7 @@ mod tests {
     fn stopped(t_ms: u64, identity: &str) -> Event {
         Event {
             t_ms,
+            read_ms: None,
             kind: EventKind::LeadingStopped {
                 lease: "default/lock".into(),
                 identity: identity.into(),
@@ -174,6 +176,7 @@ mod tests {
             started(20_000, "a-1_1"),
             Event {
                 t_ms: 80_000,
+                read_ms: None,
                 kind: EventKind::RunEnded {},
             },
         ]);

@@ -97,20 +97,30 @@ pub(super) fn judge(
     let mut seen = Seen::default();
     // Open terms: identity -> when it started leading.
     let mut open: Vec<(String, u64)> = Vec::new();
+    // Whether the observer could not read the API server (lost, not back yet), and the terms
+    // begun while it could not, which its next reading of the Lease judges: a term begun then
+    // (the observer slow to read again after an outage, on a busy machine or through a slow
+    // API server) is justified if that reading names it, and unjustified from its start if it
+    // names another. Once judged against the Lease as last seen before, which was stale, a
+    // correct leader that took the Lease back was failed.
+    let mut blind = false;
+    let mut unread: Vec<String> = Vec::new();
     let mut terms = 0usize;
     // The first term found leading beyond the tolerance: who, why, and the event index it was
     // found at (its end is looked for from there).
-    let violation = |seen: &Seen, open: &[(String, u64)], now: u64| {
-        open.iter().find_map(|(identity, since)| {
-            let (from, why) = unjustified_from(tl, &name, seen, identity, *since);
-            (from != u64::MAX && from.saturating_add(tolerance) < now)
-                .then(|| (identity.clone(), from.saturating_add(tolerance), why))
-        })
+    let violation = |seen: &Seen, open: &[(String, u64)], unread: &[String], now: u64| {
+        open.iter()
+            .filter(|(identity, _)| !unread.contains(identity))
+            .find_map(|(identity, since)| {
+                let (from, why) = unjustified_from(tl, &name, seen, identity, *since);
+                (from != u64::MAX && from.saturating_add(tolerance) < now)
+                    .then(|| (identity.clone(), from.saturating_add(tolerance), why))
+            })
     };
     let mut found = None;
     for (n, e) in tl.events.iter().enumerate() {
         // What was open up to this moment, against the Lease as it was seen until now.
-        if let Some(v) = violation(&seen, &open, e.t_ms) {
+        if let Some(v) = violation(&seen, &open, &unread, e.t_ms) {
             found = Some((v, n));
             break;
         }
@@ -129,10 +139,16 @@ pub(super) fn judge(
                 seen.holder = holder.clone();
                 seen.renew_ms = *renew_ms;
                 seen.duration_ms = *duration_ms;
+                // The reading that judges the terms begun unseen: the Lease as it is now.
+                unread.clear();
             }
+            EventKind::ApiReach { reached, .. } => blind = !reached,
             EventKind::LeadingStarted { lease, identity } if *lease == name => {
                 open.retain(|(id, _)| id != identity);
                 open.push((identity.clone(), e.t_ms));
+                if blind && !unread.contains(identity) {
+                    unread.push(identity.clone());
+                }
                 terms += 1;
             }
             EventKind::LeadingStopped {
@@ -145,7 +161,7 @@ pub(super) fn judge(
         }
     }
     if found.is_none() {
-        found = violation(&seen, &open, tl.end_ms).map(|v| (v, tl.events.len()));
+        found = violation(&seen, &open, &unread, tl.end_ms).map(|v| (v, tl.events.len()));
     }
     let Some(((identity, beyond, why), n)) = found else {
         return (
@@ -192,7 +208,7 @@ mod tests {
     use crate::scenario::LeaseRef;
 
     fn ev(t_ms: u64, kind: EventKind) -> Event {
-        Event { t_ms, kind }
+        Event::new(t_ms, kind)
     }
     fn lease(t_ms: u64, holder: Option<&str>, renew_ms: u64) -> Event {
         ev(
@@ -341,5 +357,53 @@ mod tests {
             ev(30_000, EventKind::RunEnded {}),
         ]);
         assert!(held, "{message}");
+    }
+
+    /// Found by the delayed-observer test (issue 36): through a 5 s proxy the observer read the
+    /// API server again only 21 s after it was back, and the correct leader had taken the Lease
+    /// back meanwhile; judged against the Lease as last seen before the outage (expired), its
+    /// term was a false FAIL. A term begun while the observer could not read is judged by the
+    /// next reading of the Lease: justified if it names the leader, unjustified from the term's
+    /// start if it names another.
+    #[test]
+    fn a_term_begun_while_the_observer_could_not_read_is_judged_by_the_next_reading() {
+        let reach = |t_ms: u64, reached: bool| {
+            ev(
+                t_ms,
+                EventKind::ApiReach {
+                    reached,
+                    error: None,
+                },
+            )
+        };
+        let before = [
+            started(1_000, "a_1"),
+            lease(1_000, Some("a_1"), 74_900),
+            stopped(84_900, "a_1"),
+            reach(90_000, false),
+            started(117_900, "a_1"),
+            reach(136_000, true),
+        ];
+        let mut named = before.to_vec();
+        named.extend([
+            lease(120_000, Some("a_1"), 120_000),
+            lease(132_000, Some("a_1"), 132_000),
+            ev(140_000, EventKind::RunEnded {}),
+        ]);
+        named.sort_by_key(|e| e.t_ms);
+        let (held, message) = judged(&named);
+        assert!(held, "{message}");
+        let mut other = before.to_vec();
+        other.extend([
+            lease(120_000, Some("b_1"), 120_000),
+            ev(140_000, EventKind::RunEnded {}),
+        ]);
+        other.sort_by_key(|e| e.t_ms);
+        let (held, message) = judged(&other);
+        assert!(!held, "{message}");
+        assert!(
+            message.contains("the Lease named b (since 2m00.0s)"),
+            "{message}"
+        );
     }
 }

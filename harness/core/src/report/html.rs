@@ -517,6 +517,13 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
             EventKind::ProcessNote { process, message } => {
                 notes.push((t, process.clone(), message.clone()));
             }
+            EventKind::ApiReach { reached, error } => {
+                notes.push((
+                    t,
+                    "kubechaos".into(),
+                    crate::events::api_reach_text(*reached, error.as_deref()),
+                ));
+            }
             EventKind::ReportRejected {
                 process,
                 error,
@@ -915,7 +922,7 @@ mod tests {
     use super::*;
 
     fn ev(t_ms: u64, kind: EventKind) -> Event {
-        Event { t_ms, kind }
+        Event::new(t_ms, kind)
     }
 
     fn started() -> Event {

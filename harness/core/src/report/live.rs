@@ -422,7 +422,7 @@ mod tests {
     const YAML: &str = "name: t\ncluster: {nodes: 1, components: {kube-scheduler: {replicas: 2}}}\nfaults:\n  - {at: 10s, api-server: stop, for: 30s}\nexpect:\n  - leader-reacquired: {lease: kube-system/kube-scheduler, within: 20s}\n  - single-leader: {lease: kube-system/kube-scheduler}\nduration: 1m30s\n";
 
     fn ev(t_ms: u64, kind: EventKind) -> Event {
-        Event { t_ms, kind }
+        Event::new(t_ms, kind)
     }
 
     fn lease(t: u64, holder: &str, renew: u64) -> Event {

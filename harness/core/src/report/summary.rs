@@ -45,6 +45,11 @@ pub(crate) struct ScenarioSummary {
     /// there were none.
     #[serde(skip_serializing_if = "is_zero")]
     pub(crate) rejected_reports: usize,
+    /// The longest that a fact was read after it happened, in milliseconds (every fact is
+    /// placed when it happened: a busy machine or a slow API server shows here, not in the
+    /// verdicts); left out when everything was read as it happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) largest_lag_ms: Option<u64>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -89,6 +94,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                     })
                     .collect(),
                 rejected_reports: o.rejected_reports(),
+                largest_lag_ms: o.largest_lag().map(|(lag, _)| lag),
             },
             Err(error) => ScenarioSummary {
                 name: e.scenario.name.clone(),
@@ -100,6 +106,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                 report: None,
                 invariants: Vec::new(),
                 rejected_reports: 0,
+                largest_lag_ms: None,
             },
         })
         .collect();

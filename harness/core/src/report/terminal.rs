@@ -122,6 +122,10 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
             EventKind::ProcessNote { process, message } => {
                 Some(format!("note      {process}: {message}"))
             }
+            EventKind::ApiReach { reached, error } => Some(format!(
+                "note      kubechaos: {}",
+                crate::events::api_reach_text(*reached, error.as_deref())
+            )),
             EventKind::CandidatePod { agent, pod, .. } => {
                 Some(format!("candidate {pod} of agent/{agent}"))
             }
@@ -209,6 +213,19 @@ pub fn verdicts(outcome: &Outcome) -> String {
             v.message
         );
     }
+    // A lag of a second or more is said: with every fact placed at its source's time the
+    // verdicts do not depend on it, and it tells a busy runner (or a slow API server) apart
+    // from a broken operator.
+    if let Some((lag, e)) = outcome.largest_lag().filter(|(lag, _)| *lag >= 1_000) {
+        let _ = writeln!(
+            out,
+            "  INFO  evidence was read up to {} after it happened ({} at {}, read at {}); each fact is placed when it happened",
+            fmt_ms(lag),
+            crate::events::fact_text(&e.kind),
+            fmt_ms(e.t_ms),
+            fmt_ms(e.read_at())
+        );
+    }
     let rejected = outcome.rejected_reports();
     if rejected > 0 {
         let _ = writeln!(
@@ -238,6 +255,7 @@ mod tests {
         .unwrap();
         let seen = |t_ms: u64, renew: u64| Event {
             t_ms,
+            read_ms: None,
             kind: EventKind::LeaseObserved {
                 lease: "kube-system/kube-scheduler".into(),
                 holder: Some("s-0_1".into()),
@@ -253,6 +271,7 @@ mod tests {
             seen(40_000, 40_000),
             Event {
                 t_ms: 60_000,
+                read_ms: None,
                 kind: EventKind::RunEnded {},
             },
         ];

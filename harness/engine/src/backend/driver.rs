@@ -88,6 +88,13 @@ pub(crate) trait World {
     fn containers(&mut self, group: &PodGroup, only: Option<&str>, op: ContainerOp) -> Vec<String>;
     /// The processes (named by their pods) of `group`'s pods that run now.
     fn pods(&mut self, group: &PodGroup) -> Vec<String>;
+    /// The run has ended: read what happened before now and was not read yet (a pod's log read
+    /// through an API server that was slow, a node's runtime events on their way), within a
+    /// bounded wait, so that the timeline is judged whole. Returns what stayed unread, each with
+    /// why. A world that reads everything as it happens (the sim's) has nothing to read.
+    fn drain(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

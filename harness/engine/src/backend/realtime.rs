@@ -21,17 +21,53 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, super::BackendError> 
         .map_err(|e| super::EnvironmentError::Runtime(e).into())
 }
 
-/// A recorder stamping real milliseconds since the instant the backend sets in `zero` once its
-/// world is ready (zero until then). `zero` is replaced by the recorder's own cell.
-pub(crate) fn recorder(zero: &mut Arc<OnceLock<Instant>>) -> Recorder {
-    *zero = Arc::default();
-    let clock_zero = zero.clone();
-    Recorder::new(move || {
-        clock_zero
+/// A run's time zero on both of its clocks, set together once the world is ready: the
+/// monotonic one that stamps events, and the wall clock that sources stamp facts with (a Lease's
+/// `renewTime`, a log line's runtime timestamp, a container's exit in its node), so that a fact
+/// stamped at its source is placed on the run's clock. Read apart, the two zeros once differed
+/// by half a second, and a Lease renewed after the API server's start was placed before it.
+/// Cheap to clone; before it is set, every time is zero.
+#[derive(Clone, Default)]
+pub(crate) struct Zero(Arc<OnceLock<(Instant, k8s_openapi::jiff::Timestamp)>>);
+
+impl Zero {
+    /// Set time zero to now, on both clocks (once; later calls change nothing).
+    pub(crate) fn set_now(&self) -> (Instant, k8s_openapi::jiff::Timestamp) {
+        let wall = k8s_openapi::jiff::Timestamp::now();
+        *self.0.get_or_init(|| (Instant::now(), wall))
+    }
+
+    /// A time zero whose wall clock reads `wall` (tests).
+    #[cfg(test)]
+    pub(crate) fn at(wall: k8s_openapi::jiff::Timestamp) -> Zero {
+        let z = Zero::default();
+        let _ = z.0.set((Instant::now(), wall));
+        z
+    }
+
+    /// Milliseconds since time zero, now.
+    pub(crate) fn elapsed_ms(&self) -> u64 {
+        self.0
             .get()
-            .map(|z| z.elapsed().as_millis() as u64)
+            .map(|(z, _)| z.elapsed().as_millis() as u64)
             .unwrap_or(0)
-    })
+    }
+
+    /// Milliseconds since time zero of wall-clock time `t` (0 for a time before it).
+    pub(crate) fn ms_of(&self, t: k8s_openapi::jiff::Timestamp) -> u64 {
+        self.0
+            .get()
+            .map(|(_, wall)| t.duration_since(*wall).as_millis().max(0) as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// A recorder stamping real milliseconds since the time zero that the backend sets in `zero`
+/// once its world is ready (zero until then). `zero` is replaced by the recorder's own.
+pub(crate) fn recorder(zero: &mut Zero) -> Recorder {
+    *zero = Zero::default();
+    let clock = zero.clone();
+    Recorder::new(move || clock.elapsed_ms())
 }
 
 /// Ctrl-C or SIGTERM, as a flag and a channel.

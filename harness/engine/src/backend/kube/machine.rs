@@ -14,10 +14,7 @@
 //! kubelets reach the API servers through kind's load balancer (a container named
 //! `CLUSTER-external-load-balancer`, port 6443).
 
-use super::error::DockerError;
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+pub(crate) use super::docker::Docker;
 
 use super::pod_agents::PodPlace;
 use super::provider::Provider;
@@ -37,8 +34,6 @@ const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 const ETCD_CLIENT_PORT: &str = "2379";
 /// Where kubeadm's etcd serves its metrics (`--listen-metrics-urls`), in its node.
 const ETCD_METRICS: &str = "http://127.0.0.1:2381/metrics";
-/// How long one docker command may take.
-const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A node of the cluster, as the API lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,111 +44,6 @@ pub(crate) struct NodeMachine {
     pub(crate) ip: String,
     /// It runs the control plane (kind: kubeadm's static pods; k3s: a server).
     pub(crate) control_plane: bool,
-}
-
-/// The docker CLI (`$KUBECHAOS_DOCKER`, else `docker` on PATH).
-#[derive(Clone, Debug)]
-pub(crate) struct Docker {
-    program: PathBuf,
-}
-
-impl Default for Docker {
-    fn default() -> Self {
-        Docker {
-            program: std::env::var_os("KUBECHAOS_DOCKER")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("docker")),
-        }
-    }
-}
-
-impl Docker {
-    /// The CLI at `program` (tests: a stand-in).
-    #[cfg(test)]
-    pub(crate) fn at(program: impl Into<PathBuf>) -> Docker {
-        Docker {
-            program: program.into(),
-        }
-    }
-
-    /// Run `docker ARGS`; its stdout, or what went wrong.
-    pub(crate) fn run(&self, args: &[String]) -> Result<String, DockerError> {
-        let shown = format!("docker {}", args.join(" "));
-        let spawn = || {
-            std::process::Command::new(&self.program)
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-        };
-        // A program just written cannot be run while a process forked meanwhile still holds
-        // its write descriptor (ETXTBSY, until that process execs): try again for a moment.
-        let mut tries = 0;
-        let mut child = loop {
-            match spawn() {
-                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 50 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                r => {
-                    break r.map_err(|source| DockerError::Spawn {
-                        program: self.program.clone(),
-                        source,
-                    })?
-                }
-            }
-        };
-        // Its output is read while it runs: one that writes more than a pipe holds (an etcd's
-        // metrics) would otherwise wait for a reader until the timeout.
-        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut bytes);
-                }
-                bytes
-            })
-        };
-        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-        let deadline = Instant::now() + DOCKER_TIMEOUT;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Ok(None) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(DockerError::Timeout {
-                        shown,
-                        limit: DOCKER_TIMEOUT,
-                    });
-                }
-                Err(source) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(DockerError::Output { shown, source });
-                }
-            }
-        };
-        let out = std::process::Output {
-            status,
-            stdout: stdout.join().unwrap_or_default(),
-            stderr: stderr.join().unwrap_or_default(),
-        };
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(DockerError::Failed {
-                shown,
-                status: out.status,
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            })
-        }
-    }
 }
 
 /// A change still in place, and how to undo it.
@@ -914,6 +804,8 @@ pub(crate) fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+    use std::time::{Duration, Instant};
 
     /// A recording stand-in for the docker CLI: appends its arguments, one call a line, to a log.
     pub(crate) fn stand_in() -> (tempfile::TempDir, Docker, PathBuf) {

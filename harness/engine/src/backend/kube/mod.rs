@@ -41,10 +41,12 @@ use kubechaos_core::scenario::{Action, LeaseRef, Pos, Scenario, Selector, Target
 mod agents;
 #[cfg(feature = "testcontainers")]
 pub(crate) mod container;
+mod docker;
 pub mod error;
 pub(crate) mod machine;
 mod pod_agents;
 pub(crate) mod provider;
+mod runtime;
 
 use agents::Agents;
 use error::KubeError;
@@ -116,6 +118,9 @@ pub fn guard(context: &str, allow: &[String]) -> Result<(), KubeError> {
     }
 }
 
+/// The longest the end of a run waits for the observer to read the Leases once more.
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
 /// The world of an existing cluster: the API, and the machines if the provider reaches them.
 pub(crate) struct KubeWorld {
     time: RealTime,
@@ -134,6 +139,8 @@ pub(crate) struct KubeWorld {
     agent_failed: BTreeMap<String, crate::backend::local::error::LocalError>,
     /// The followers of the pod agents' pods.
     pod_agents: Option<PodAgents>,
+    /// The proxy that holds kubechaos's own reads ($KUBECHAOS_SELF_DELAY), if it is told to.
+    _self_delay: Option<crate::backend::local::proxy::Proxy>,
 }
 
 impl KubeWorld {
@@ -196,6 +203,19 @@ impl KubeWorld {
 }
 
 impl World for KubeWorld {
+    fn drain(&mut self) -> Vec<String> {
+        let mut unread: Vec<String> = crate::observer::settle(&self.commands, DRAIN_LIMIT)
+            .into_iter()
+            .collect();
+        if let Some(p) = &self.pod_agents {
+            unread.extend(
+                self.rt
+                    .block_on(p.drain(k8s_openapi::jiff::Timestamp::now())),
+            );
+        }
+        unread
+    }
+
     fn clock(&mut self) -> &mut dyn WorldClock {
         &mut self.time
     }
@@ -482,7 +502,7 @@ pub(crate) fn cluster_check(
 pub struct Kube {
     target: KubeTarget,
     rt: Option<tokio::runtime::Runtime>,
-    zero: Arc<std::sync::OnceLock<Instant>>,
+    zero: realtime::Zero,
     /// Whether the run made the probe pods' namespace (and deletes it at the end).
     created_namespace: bool,
     /// The agents' lease namespaces and Leases the run made (deleted at its end).
@@ -500,7 +520,7 @@ impl Kube {
         Kube {
             target,
             rt: None,
-            zero: Arc::default(),
+            zero: realtime::Zero::default(),
             created_namespace: false,
             created: Default::default(),
             made: Vec::new(),
@@ -555,13 +575,31 @@ impl Kube {
             let what = what.to_owned();
             move |source| KubeError::Api { what, source }
         };
-        let client = rt
-            .block_on(crate::kubeclient::client(
+        let config = rt
+            .block_on(crate::kubeclient::config(
                 target.kubeconfig.as_deref(),
                 target.context.as_deref(),
                 Some(Duration::from_secs(10)),
             ))
             .map_err(KubeError::from)?;
+        let client = kube::Client::try_from(config.clone())
+            .map_err(|e| KubeError::from(crate::kubeclient::ClientError::Build(e)))?;
+        // What reads the evidence (the observer, the pod agents' followers): through a proxy
+        // that holds every byte, when kubechaos is told to read late ($KUBECHAOS_SELF_DELAY).
+        let (evidence, self_delay) = match crate::kubeclient::self_delay().ok().flatten() {
+            Some(d) => {
+                let (c, p) = rt
+                    .block_on(crate::kubeclient::delayed(config, d))
+                    .map_err(KubeError::from)?;
+                progress.say(&format!(
+                    "kubechaos reads the cluster through a proxy that holds every byte {} each way (${})",
+                    kubechaos_core::scenario::duration::human(d),
+                    crate::kubeclient::SELF_DELAY_ENV
+                ));
+                (c, Some(p))
+            }
+            None => (client.clone(), None),
+        };
         let version = rt
             .block_on(client.apiserver_version())
             .map_err(api("reach the cluster's API server"))?;
@@ -624,10 +662,13 @@ impl Kube {
         // The agents: processes on this machine, running from before time zero, once their
         // leases' namespaces exist; what the run makes of those (namespaces, Leases) it deletes,
         // and everything, if they do not come up or the run is interrupted meanwhile.
-        let hooks = Arc::new(crate::backend::local::run::RecorderHooks::new(
-            recorder.clone(),
-            crate::backend::local::run::LogPatterns::of(s),
-        ));
+        let hooks = Arc::new(
+            crate::backend::local::run::RecorderHooks::new(
+                recorder.clone(),
+                crate::backend::local::run::LogPatterns::of(s),
+            )
+            .with_zero(self.zero.clone()),
+        );
         let mut agents = match rt.block_on(Agents::prepare(s, target, hooks.clone())) {
             Ok(a) => a,
             Err(e) => {
@@ -649,7 +690,25 @@ impl Kube {
             }
             None => Ok(()),
         }
-        .and_then(|()| workload(&mut self.made, rt, s, &client, hooks, &interrupt, progress));
+        .and_then(|()| {
+            // On kind, the pod agents' pods' starts and exits are read in their nodes, as they
+            // happen (subscribed now, before the first fault: the runtime's stream has no replay).
+            let runtime = match (&machines, provider) {
+                (Some(m), Provider::Kind) if s.cluster.agents.iter().any(|a| a.is_pods()) => {
+                    Some(Arc::new(runtime::NodeRuntimes::follow(
+                        Docker::default(),
+                        m.node_names(),
+                        PodAgents::namespaces(s),
+                    )))
+                }
+                _ => None,
+            };
+            let clients = Clients {
+                client: &client,
+                evidence: &evidence,
+            };
+            workload(&mut self.made, rt, s, clients, hooks, runtime, &interrupt, progress)
+        });
         let pod_agents = match up {
             Ok(p) => p,
             Err(StartFailure {
@@ -686,8 +745,7 @@ impl Kube {
             }
         };
 
-        let zero = Instant::now();
-        let _ = self.zero.set(zero);
+        let (zero, epoch) = self.zero.set_now();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut processes = machines.as_ref().map(|m| m.processes()).unwrap_or_default();
         let machine_processes = processes.clone();
@@ -708,7 +766,8 @@ impl Kube {
             .unwrap_or_default();
         let observer = Observer {
             holder_names,
-            ..Observer::of(s, recorder.clone(), k8s_openapi::jiff::Timestamp::now())
+            reader: self_delay.is_some().then(|| evidence.clone()),
+            ..Observer::of(s, recorder.clone(), epoch)
         };
         let observer = rt.spawn(observer.run(client.clone(), rx));
         let time = RealTime::new(zero, interrupt);
@@ -725,6 +784,7 @@ impl Kube {
             agents,
             agent_failed: BTreeMap::new(),
             pod_agents,
+            _self_delay: self_delay,
         };
         // The machines' processes run from time zero (the observer sees their leases, not them);
         // the agents said their own starts.
@@ -920,15 +980,25 @@ fn unjudgeable_components(s: &Scenario) -> Vec<(Pos, String)> {
         .collect()
 }
 
+/// A run's clients of the cluster: the one that acts, and the one that reads the evidence
+/// (through a proxy holding every byte, when kubechaos is told to read late).
+#[derive(Clone, Copy)]
+struct Clients<'a> {
+    client: &'a kube::Client,
+    evidence: &'a kube::Client,
+}
+
 /// Create the scenario's manifests (noted in `made`) and follow its pod agents until each
 /// has a running pod and its Lease is held: why not, if not within [`AGENTS_READY`] (or
 /// Ctrl-C came meanwhile).
+#[allow(clippy::too_many_arguments)]
 fn workload(
     made_here: &mut Vec<crate::manifests::Made>,
     rt: &tokio::runtime::Runtime,
     s: &Scenario,
-    client: &kube::Client,
+    Clients { client, evidence }: Clients<'_>,
     hooks: Arc<dyn crate::backend::local::cluster::Hooks>,
+    runtime: Option<Arc<runtime::NodeRuntimes>>,
     interrupt: &Interrupt,
     progress: &mut dyn Progress,
 ) -> Result<Option<PodAgents>, StartFailure> {
@@ -960,7 +1030,7 @@ fn workload(
         ));
         *made_here = made;
     }
-    let Some(pods) = PodAgents::follow(s, client, hooks) else {
+    let Some(pods) = PodAgents::follow(s, evidence, hooks, runtime) else {
         return Ok(None);
     };
     let leases: Vec<LeaseRef> = s

@@ -22,7 +22,8 @@ use futures::AsyncBufReadExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, LogParams};
 
-use crate::backend::local::cluster::Hooks;
+use super::runtime::{ContainerRun, NodeRuntimes};
+use crate::backend::local::cluster::{Hooks, When};
 use kubechaos_core::scenario::Scenario;
 
 /// How often the followers list their pods.
@@ -41,6 +42,16 @@ struct Seen {
     following: u32,
     /// Where it runs, as last seen (kept after it is gone, so that a cut can be mended).
     place: PodPlace,
+    /// Its `metadata.uid` (its containers' label in their node).
+    uid: String,
+    /// Its starts and exits are told by its node's runtime ([`super::runtime`]), not by its
+    /// status.
+    by_runtime: bool,
+    /// It was told as a candidate.
+    candidate: bool,
+    /// Per incarnation, the runtime timestamp of the last line of its log read: a stream opened
+    /// again (or a last read at the end of the run) goes on after it.
+    last_line: BTreeMap<u32, String>,
 }
 
 /// Where a pod runs: what a provider needs to kill its container or cut it off in its node.
@@ -94,6 +105,9 @@ pub(crate) struct PodAgents {
     seen: Arc<Mutex<BTreeMap<String, BTreeMap<String, Seen>>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     client: kube::Client,
+    hooks: Arc<dyn Hooks>,
+    /// The nodes' runtimes, where the provider reaches them.
+    runtime: Option<Arc<NodeRuntimes>>,
 }
 
 impl Drop for PodAgents {
@@ -105,11 +119,13 @@ impl Drop for PodAgents {
 }
 
 impl PodAgents {
-    /// Followers of `s`'s pod agents, started now; `None` if it has none.
+    /// Followers of `s`'s pod agents, started now; `None` if it has none. With `runtime`, the
+    /// starts and exits of the pods on the nodes it reads are its, at its times.
     pub(crate) fn follow(
         s: &Scenario,
         client: &kube::Client,
         hooks: Arc<dyn Hooks>,
+        runtime: Option<Arc<NodeRuntimes>>,
     ) -> Option<PodAgents> {
         let groups: Vec<Group> = s
             .cluster
@@ -136,6 +152,7 @@ impl PodAgents {
                     g.clone(),
                     seen.clone(),
                     hooks.clone(),
+                    runtime.clone(),
                 ))
             })
             .collect();
@@ -144,7 +161,103 @@ impl PodAgents {
             seen,
             tasks,
             client: client.clone(),
+            hooks,
+            runtime,
         })
+    }
+
+    /// The namespaces of the pod agents' pods (what a runtime follower is to read).
+    pub(crate) fn namespaces(s: &Scenario) -> std::collections::BTreeSet<String> {
+        s.cluster
+            .agents
+            .iter()
+            .filter_map(|a| Some(a.pods.as_ref()?.namespace.clone()))
+            .collect()
+    }
+
+    /// At the end of the run (`end`, wall clock): what happened before it and was not read yet
+    /// is read, before the timeline is judged. Each node's runtime stream is read up to now and
+    /// its facts told; each pod's log is read to its end (lines after `end` are not the run's).
+    /// Returns what could not be read, each with why.
+    pub(crate) async fn drain(&self, end: k8s_openapi::jiff::Timestamp) -> Vec<String> {
+        let mut unread = Vec::new();
+        if let Some(rt) = self.runtime.clone() {
+            let said = tokio::task::spawn_blocking(move || rt.drain())
+                .await
+                .unwrap_or_default();
+            unread.extend(said);
+            for g in &self.groups {
+                tell(&g.name, &self.seen, &*self.hooks, |mine| {
+                    runtime_step(mine, self.runtime.as_deref())
+                });
+            }
+        }
+        // Every pod's log, current incarnation, from its last line read.
+        let pods: Vec<(String, String, String, u32, Option<String>)> = {
+            let seen = self.seen.lock().expect("pods");
+            self.groups
+                .iter()
+                .flat_map(|g| {
+                    seen.get(&g.name)
+                        .into_iter()
+                        .flat_map(|pods| pods.values())
+                        .filter(|p| p.incarnation > 0)
+                        .map(|p| {
+                            (
+                                p.place.namespace.clone(),
+                                p.place.name.clone(),
+                                p.place.container.clone(),
+                                p.incarnation,
+                                p.last_line.get(&p.incarnation).cloned(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        for (ns, name, container, incarnation, last) in pods {
+            let api = Api::<Pod>::namespaced(self.client.clone(), &ns);
+            let params = LogParams {
+                container: Some(container),
+                timestamps: true,
+                since_time: last
+                    .as_deref()
+                    .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()),
+                ..LogParams::default()
+            };
+            match tokio::time::timeout(super::runtime::DRAIN, api.logs(&name, &params)).await {
+                Ok(Ok(text)) => {
+                    for line in text.lines() {
+                        let (stamp, said) = line.split_once(' ').unwrap_or((line, ""));
+                        let Ok(at) = stamp.parse::<k8s_openapi::jiff::Timestamp>() else {
+                            continue;
+                        };
+                        if at > end || last.as_deref().is_some_and(|l| stamp <= l) {
+                            continue;
+                        }
+                        if !self.read_line(&ns, &name, incarnation, stamp) {
+                            continue;
+                        }
+                        self.hooks.line(&name, incarnation, said, When::At(at));
+                    }
+                }
+                Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
+                Ok(Err(e)) => unread.push(format!(
+                    "pod {ns}/{name}: its log could not be read to its end ({e})"
+                )),
+                Err(_) => unread.push(format!(
+                    "pod {ns}/{name}: its log could not be read to its end within {}s",
+                    super::runtime::DRAIN.as_secs()
+                )),
+            }
+        }
+        unread
+    }
+
+    /// Note that the line stamped `stamp` of incarnation `incarnation` of pod `ns/name` was
+    /// read; `false` if it (or a later one) was read already.
+    fn read_line(&self, ns: &str, name: &str, incarnation: u32, stamp: &str) -> bool {
+        read_line(&self.seen, &format!("{ns}/{name}"), incarnation, stamp)
     }
 
     /// The agents none of whose pods has run yet: (agent, namespace, selector).
@@ -249,13 +362,34 @@ fn container_state(pod: &Pod) -> (bool, u32, String) {
     }
 }
 
-/// Why a container that ran no longer runs, as its status says.
-fn why_not_running(pod: &Pod) -> String {
-    let c = pod
-        .status
+/// The status of a pod's first container.
+fn first_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.first());
+        .and_then(|cs| cs.first())
+}
+
+/// When the first container's current run started, as its status says (to the second).
+fn started_at(pod: &Pod) -> When {
+    first_status(pod)
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .map_or(When::Now, |t| When::At(t.0))
+}
+
+/// When the first container's last run ended, as its status says (to the second): its state if
+/// it has ended, else its last state (it runs again, or waits to).
+fn finished_at(pod: &Pod) -> When {
+    let c = first_status(pod);
+    c.and_then(|c| c.state.as_ref()?.terminated.as_ref())
+        .or_else(|| c.and_then(|c| c.last_state.as_ref()?.terminated.as_ref()))
+        .and_then(|t| t.finished_at.as_ref())
+        .map_or(When::Now, |t| When::At(t.0))
+}
+
+/// Why a container that ran no longer runs, as its status says.
+fn why_not_running(pod: &Pod) -> String {
+    let c = first_status(pod);
     let state = c.and_then(|c| c.state.as_ref());
     if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
         return format!(
@@ -278,10 +412,19 @@ fn why_not_running(pod: &Pod) -> String {
 enum Change {
     /// Pod `pod` (`NAMESPACE/NAME`) runs for the first time: a candidate, as `process`.
     Candidate { pod: String, process: String },
-    /// Its container runs, as this incarnation.
-    Started { process: String, incarnation: u32 },
-    /// It no longer runs, and why.
-    Exited { process: String, reason: String },
+    /// Its container runs, as this incarnation, since `at`.
+    Started {
+        process: String,
+        incarnation: u32,
+        at: When,
+    },
+    /// Incarnation `incarnation` no longer runs since `at`, and why.
+    Exited {
+        process: String,
+        incarnation: u32,
+        reason: String,
+        at: When,
+    },
     /// Follow the log of this incarnation of its container.
     Follow {
         process: String,
@@ -291,8 +434,15 @@ enum Change {
 }
 
 /// Compare a list of an agent's pods in `namespace` with what was seen of them (`mine`,
-/// updated): the changes, in order.
-fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> Vec<Change> {
+/// updated): the changes, in order. A pod on a node whose runtime is read (`runtime`) is only
+/// found here (its candidacy, where it runs): its starts and exits are the runtime's
+/// ([`runtime_step`]).
+fn changes(
+    namespace: &str,
+    mine: &mut BTreeMap<String, Seen>,
+    pods: &[Pod],
+    runtime: Option<&NodeRuntimes>,
+) -> Vec<Change> {
     let mut out = Vec::new();
     let mut present = Vec::new();
     for pod in pods {
@@ -303,14 +453,35 @@ fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> 
         let deleting = pod.metadata.deletion_timestamp.is_some();
         let s = mine.entry(key.clone()).or_default();
         s.place = PodPlace::of(namespace, pod);
+        s.uid = pod.metadata.uid.clone().unwrap_or_default();
+        if s.incarnation == 0 {
+            s.by_runtime = runtime.is_some_and(|r| r.reads(&s.place.node));
+        }
+        if s.by_runtime {
+            let runs = runtime.map(|r| r.runs_of(&s.uid)).unwrap_or_default();
+            if !s.candidate && (running || runs.iter().any(|r| r.started.is_some())) {
+                s.candidate = true;
+                out.push(Change::Candidate {
+                    pod: key.clone(),
+                    process: name.clone(),
+                });
+            }
+            continue;
+        }
         if s.running && (deleting || !running) {
             s.running = false;
             out.push(Change::Exited {
                 process: name.clone(),
+                incarnation: s.incarnation,
                 reason: if deleting {
                     "its pod is being deleted".to_owned()
                 } else {
                     why_not_running(pod)
+                },
+                at: if deleting {
+                    When::Now
+                } else {
+                    finished_at(pod)
                 },
             });
         }
@@ -318,11 +489,14 @@ fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> 
             s.running = false;
             out.push(Change::Exited {
                 process: name.clone(),
+                incarnation: s.incarnation,
                 reason: format!("its container restarted (restartCount {restarts})"),
+                at: finished_at(pod),
             });
         }
         if running && !deleting && !s.running {
-            if s.incarnation == 0 {
+            if !s.candidate {
+                s.candidate = true;
                 out.push(Change::Candidate {
                     pod: key.clone(),
                     process: name.clone(),
@@ -333,6 +507,7 @@ fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> 
             out.push(Change::Started {
                 process: name.clone(),
                 incarnation: s.incarnation,
+                at: started_at(pod),
             });
         }
         if s.running && s.following != s.incarnation {
@@ -345,15 +520,139 @@ fn changes(namespace: &str, mine: &mut BTreeMap<String, Seen>, pods: &[Pod]) -> 
         }
     }
     for (key, s) in mine.iter_mut() {
-        if s.running && !present.contains(key) {
+        if s.running && !s.by_runtime && !present.contains(key) {
             s.running = false;
             out.push(Change::Exited {
                 process: process(key).to_owned(),
+                incarnation: s.incarnation,
                 reason: "its pod was deleted".to_owned(),
+                at: When::Now,
             });
         }
     }
     out
+}
+
+/// What the nodes' runtime says of the pods it follows (`mine`, updated) that was not told yet:
+/// each run's start and exit, at the runtime's times, in the order of its restart count; and
+/// the log of a new incarnation to follow. It goes on while the API server does not answer.
+fn runtime_step(mine: &mut BTreeMap<String, Seen>, runtime: Option<&NodeRuntimes>) -> Vec<Change> {
+    let Some(runtime) = runtime else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, s) in mine
+        .iter_mut()
+        .filter(|(_, s)| s.by_runtime && s.candidate && !s.uid.is_empty())
+    {
+        out.extend(runtime_changes(process(key), s, &runtime.runs_of(&s.uid)));
+    }
+    out
+}
+
+/// The changes that runs `runs` (of pod process `name`, oldest first) make to what was seen of
+/// it (`s`, updated). Its incarnation is a run's restart count plus one.
+fn runtime_changes(name: &str, s: &mut Seen, runs: &[ContainerRun]) -> Vec<Change> {
+    let mut out = Vec::new();
+    let mut told = s.incarnation;
+    for r in runs.iter().filter(|r| r.container == s.place.container) {
+        let incarnation = r.restart_count + 1;
+        if incarnation > told {
+            let Some(started) = r.started else { continue };
+            if s.running {
+                // (its exit did not come: it ended before this run began)
+                out.push(Change::Exited {
+                    process: name.to_owned(),
+                    incarnation: told,
+                    reason: "its container was started again (its end not told by its node)"
+                        .to_owned(),
+                    at: When::At(started),
+                });
+            }
+            told = incarnation;
+            s.running = true;
+            out.push(Change::Started {
+                process: name.to_owned(),
+                incarnation,
+                at: When::At(started),
+            });
+        }
+        if incarnation == told && s.running {
+            if let Some((at, status)) = r.exited {
+                s.running = false;
+                out.push(Change::Exited {
+                    process: name.to_owned(),
+                    incarnation,
+                    reason: format!(
+                        "its container exited (exit code {status}, as its node's runtime says)"
+                    ),
+                    at: When::At(at),
+                });
+            }
+        }
+    }
+    if told > 0 {
+        s.incarnation = told;
+    }
+    if s.running && s.following != s.incarnation {
+        s.following = s.incarnation;
+        out.push(Change::Follow {
+            process: name.to_owned(),
+            container: s.place.container.clone(),
+            incarnation: s.incarnation,
+        });
+    }
+    out
+}
+
+/// Tell `hooks` the changes that `step` finds in agent `agent`'s pods (following no log).
+fn tell(
+    agent: &str,
+    seen: &Mutex<BTreeMap<String, BTreeMap<String, Seen>>>,
+    hooks: &dyn Hooks,
+    step: impl FnOnce(&mut BTreeMap<String, Seen>) -> Vec<Change>,
+) {
+    let found = {
+        let mut all = seen.lock().expect("pods");
+        step(all.entry(agent.to_owned()).or_default())
+    };
+    for change in found {
+        match change {
+            Change::Candidate { pod, process } => hooks.candidate(agent, &pod, &process),
+            Change::Started {
+                process,
+                incarnation,
+                at,
+            } => hooks.started(&process, incarnation, at),
+            Change::Exited {
+                process,
+                incarnation,
+                reason,
+                at,
+            } => hooks.exited(&process, incarnation, &reason, at),
+            Change::Follow { .. } => {}
+        }
+    }
+}
+
+/// Note that the line stamped `stamp` of incarnation `incarnation` of pod `key` was read;
+/// `false` if it (or a later one) was read already.
+fn read_line(
+    seen: &Mutex<BTreeMap<String, BTreeMap<String, Seen>>>,
+    key: &str,
+    incarnation: u32,
+    stamp: &str,
+) -> bool {
+    let mut all = seen.lock().expect("pods");
+    let Some(s) = all.values_mut().find_map(|pods| pods.get_mut(key)) else {
+        return true;
+    };
+    let last = s.last_line.entry(incarnation).or_default();
+    if !last.is_empty() && stamp <= last.as_str() {
+        return false;
+    }
+    *last = stamp.to_owned();
+    true
 }
 
 /// Follow group `g`'s pods until aborted.
@@ -362,28 +661,45 @@ async fn follow(
     g: Group,
     seen: Arc<Mutex<BTreeMap<String, BTreeMap<String, Seen>>>>,
     hooks: Arc<dyn Hooks>,
+    runtime: Option<Arc<NodeRuntimes>>,
 ) {
     let api = Api::<Pod>::namespaced(client.clone(), &g.namespace);
     let params = ListParams::default().labels(&g.selector);
     loop {
-        // While the API server does not answer, nothing is concluded.
+        // While the API server does not answer, nothing is concluded from it; what the nodes'
+        // runtime says goes on.
+        let mut found = Vec::new();
         if let Ok(list) = api.list(&params).await {
-            let found = {
-                let mut all = seen.lock().expect("pods");
-                changes(
-                    &g.namespace,
-                    all.entry(g.name.clone()).or_default(),
-                    &list.items,
-                )
-            };
+            let mut all = seen.lock().expect("pods");
+            found = changes(
+                &g.namespace,
+                all.entry(g.name.clone()).or_default(),
+                &list.items,
+                runtime.as_deref(),
+            );
+        }
+        {
+            let mut all = seen.lock().expect("pods");
+            found.extend(runtime_step(
+                all.entry(g.name.clone()).or_default(),
+                runtime.as_deref(),
+            ));
+        }
+        {
             for change in found {
                 match change {
                     Change::Candidate { pod, process } => hooks.candidate(&g.name, &pod, &process),
                     Change::Started {
                         process,
                         incarnation,
-                    } => hooks.started(&process, incarnation),
-                    Change::Exited { process, reason } => hooks.exited(&process, &reason),
+                        at,
+                    } => hooks.started(&process, incarnation, at),
+                    Change::Exited {
+                        process,
+                        incarnation,
+                        reason,
+                        at,
+                    } => hooks.exited(&process, incarnation, &reason, at),
                     Change::Follow {
                         process,
                         container,
@@ -408,7 +724,10 @@ async fn follow(
 }
 
 /// Follow the log of incarnation `incarnation` of pod `name`'s container for as long as that
-/// incarnation runs, resuming after the last line seen when the stream breaks.
+/// incarnation runs, resuming after the last line read when the stream breaks; once it no
+/// longer runs, its log is read to its end (the kubelet's previous log of the container, if the
+/// next incarnation runs), so that lines it wrote while the API server could not be read are
+/// not lost. Each line is told at the runtime's timestamp.
 #[allow(clippy::too_many_arguments)]
 async fn follow_log(
     api: Api<Pod>,
@@ -421,14 +740,30 @@ async fn follow_log(
     hooks: Arc<dyn Hooks>,
 ) {
     let key = format!("{namespace}/{name}");
-    let current = || {
+    let now_seen = || {
         seen.lock()
             .ok()
             .and_then(|all| all.get(&agent)?.get(&key).cloned())
-            .is_some_and(|s| s.running && s.incarnation == incarnation)
     };
+    let current = || now_seen().is_some_and(|s| s.running && s.incarnation == incarnation);
     // The last line's timestamp (RFC 3339, as the kubelet writes it), to resume after it.
-    let mut last: Option<String> = None;
+    let last = || {
+        now_seen()
+            .and_then(|s| s.last_line.get(&incarnation).cloned())
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+    };
+    // Tell one line of the stream, unless it was read already (`sinceTime` is to the second).
+    let tell = |line: &str| {
+        let (stamp, text) = line.split_once(' ').unwrap_or(("", line));
+        // Placed at the runtime's timestamp: read late (the API server away, a busy machine),
+        // a line is placed where it was written.
+        let Ok(at) = stamp.parse::<k8s_openapi::jiff::Timestamp>() else {
+            return;
+        };
+        if read_line(&seen, &key, incarnation, stamp) {
+            hooks.line(&name, incarnation, text, When::At(at));
+        }
+    };
     // Said once: its reports and `leading:` lines cannot be read (the kubelet does not serve
     // its log), rather than a silence that looks like a quiet program.
     let mut said = false;
@@ -437,9 +772,7 @@ async fn follow_log(
             container: Some(container.clone()),
             follow: true,
             timestamps: true,
-            since_time: last
-                .as_deref()
-                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()),
+            since_time: last(),
             ..LogParams::default()
         };
         let opened = api.log_stream(&name, &params).await;
@@ -454,7 +787,7 @@ async fn follow_log(
                 said = true;
                 hooks.note(
                     &name,
-                    &format!("kubechaos cannot follow this pod's log ({e}); its JSON reports and `leading:` lines are not read (still trying)"),
+                    &format!("kubechaos cannot follow this pod's log ({e}); its JSON reports and `leading:` lines are read once it can (still trying)"),
                 );
             }
         }
@@ -467,16 +800,29 @@ async fn follow_log(
             while let Ok(Some(Ok(line))) =
                 tokio::time::timeout(QUIET, futures::StreamExt::next(&mut lines)).await
             {
-                let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
-                // `sinceTime` is inclusive (to the second): skip what was read already.
-                if last.as_deref().is_some_and(|l| stamp <= l) {
-                    continue;
-                }
-                last = Some(stamp.to_owned());
-                hooks.line(&name, incarnation, text);
+                tell(&line);
             }
         }
         tokio::time::sleep(LOOK).await;
+    }
+    // It no longer runs: the rest of its log, while the kubelet still serves it (its own, or
+    // the previous one of its container once the next incarnation runs).
+    let previous = match now_seen() {
+        Some(s) if s.incarnation == incarnation => false,
+        Some(s) if s.incarnation == incarnation + 1 => true,
+        _ => return,
+    };
+    let params = LogParams {
+        container: Some(container.clone()),
+        previous,
+        timestamps: true,
+        since_time: last(),
+        ..LogParams::default()
+    };
+    if let Ok(Ok(text)) = tokio::time::timeout(QUIET * 3, api.logs(&name, &params)).await {
+        for line in text.lines() {
+            tell(line);
+        }
     }
 }
 
@@ -506,6 +852,7 @@ mod tests {
         Change::Started {
             process: process.into(),
             incarnation,
+            at: When::Now,
         }
     }
 
@@ -519,6 +866,7 @@ mod tests {
             "ops",
             &mut mine,
             &[pod("op-a", true, 0, false), pod("op-b", false, 0, false)],
+            None,
         );
         assert_eq!(
             c,
@@ -536,38 +884,44 @@ mod tests {
             ]
         );
         // Nothing new: nothing said.
-        assert!(changes("ops", &mut mine, &[pod("op-a", true, 0, false)]).is_empty());
+        assert!(changes("ops", &mut mine, &[pod("op-a", true, 0, false)], None).is_empty());
         // Restarted between two looks.
-        let c = changes("ops", &mut mine, &[pod("op-a", true, 1, false)]);
+        let c = changes("ops", &mut mine, &[pod("op-a", true, 1, false)], None);
         assert_eq!(
             c[0],
             Change::Exited {
                 process: "op-a".into(),
-                reason: "its container restarted (restartCount 1)".into()
+                incarnation: 1,
+                reason: "its container restarted (restartCount 1)".into(),
+                at: When::Now,
             }
         );
         assert_eq!(c[1], started("op-a", 2));
         // Crash-looping, then running again.
-        let c = changes("ops", &mut mine, &[pod("op-a", false, 1, false)]);
+        let c = changes("ops", &mut mine, &[pod("op-a", false, 1, false)], None);
         assert_eq!(
             c,
             [Change::Exited {
                 process: "op-a".into(),
-                reason: "its container is waiting (CrashLoopBackOff)".into()
+                incarnation: 2,
+                reason: "its container is waiting (CrashLoopBackOff)".into(),
+                at: When::Now,
             }]
         );
-        let c = changes("ops", &mut mine, &[pod("op-a", true, 2, false)]);
+        let c = changes("ops", &mut mine, &[pod("op-a", true, 2, false)], None);
         assert_eq!(c[0], started("op-a", 3));
         // Deleted: being deleted, then gone; its replacement is a new candidate.
-        let c = changes("ops", &mut mine, &[pod("op-a", true, 2, true)]);
+        let c = changes("ops", &mut mine, &[pod("op-a", true, 2, true)], None);
         assert_eq!(
             c,
             [Change::Exited {
                 process: "op-a".into(),
-                reason: "its pod is being deleted".into()
+                incarnation: 3,
+                reason: "its pod is being deleted".into(),
+                at: When::Now,
             }]
         );
-        let c = changes("ops", &mut mine, &[pod("op-c", true, 0, false)]);
+        let c = changes("ops", &mut mine, &[pod("op-c", true, 0, false)], None);
         assert_eq!(
             c[0],
             Change::Candidate {
@@ -576,13 +930,97 @@ mod tests {
             }
         );
         let mut gone = BTreeMap::new();
-        changes("ops", &mut gone, &[pod("op-d", true, 0, false)]);
+        changes("ops", &mut gone, &[pod("op-d", true, 0, false)], None);
         assert_eq!(
-            changes("ops", &mut gone, &[]),
+            changes("ops", &mut gone, &[], None),
             [Change::Exited {
                 process: "op-d".into(),
-                reason: "its pod was deleted".into()
+                incarnation: 1,
+                reason: "its pod was deleted".into(),
+                at: When::Now,
             }]
         );
+    }
+
+    /// On kind, a pod's runs are what its node's runtime says, at its times, however long the
+    /// API server was away: a crash loop through an outage is each run's start and exit in
+    /// order (through the API, only the last run's end would be known), a run not started yet
+    /// is not told, and the log of the incarnation that runs is followed.
+    #[test]
+    fn a_pods_runs_are_what_its_nodes_runtime_says() {
+        let t = |s: &str| s.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
+        let run = |n: u32, started: Option<&str>, exited: Option<&str>| ContainerRun {
+            id: format!("c{n}"),
+            pod: "ops/op-a".into(),
+            pod_uid: "u".into(),
+            container: "op".into(),
+            restart_count: n,
+            started: started.map(t),
+            exited: exited.map(|e| (t(e), 1)),
+        };
+        let mut s = Seen {
+            place: PodPlace {
+                container: "op".into(),
+                ..PodPlace::default()
+            },
+            by_runtime: true,
+            candidate: true,
+            uid: "u".into(),
+            ..Seen::default()
+        };
+        let runs = [
+            run(
+                0,
+                Some("2026-12-04T10:00:00Z"),
+                Some("2026-12-04T10:00:21.4Z"),
+            ),
+            run(
+                1,
+                Some("2026-12-04T10:00:22.4Z"),
+                Some("2026-12-04T10:00:27.1Z"),
+            ),
+            run(2, None, None),
+        ];
+        let c = runtime_changes("op-a", &mut s, &runs);
+        let told: Vec<String> = c
+            .iter()
+            .map(|c| match c {
+                Change::Started {
+                    incarnation, at, ..
+                } => format!("start #{incarnation} {at:?}"),
+                Change::Exited {
+                    incarnation, at, ..
+                } => format!("exit #{incarnation} {at:?}"),
+                Change::Follow { incarnation, .. } => format!("follow #{incarnation}"),
+                Change::Candidate { .. } => "candidate".into(),
+            })
+            .collect();
+        assert_eq!(
+            told,
+            [
+                format!("start #1 {:?}", When::At(t("2026-12-04T10:00:00Z"))),
+                format!("exit #1 {:?}", When::At(t("2026-12-04T10:00:21.4Z"))),
+                format!("start #2 {:?}", When::At(t("2026-12-04T10:00:22.4Z"))),
+                format!("exit #2 {:?}", When::At(t("2026-12-04T10:00:27.1Z"))),
+            ]
+        );
+        assert!(!s.running);
+        // The third run starts: told once, and its log followed.
+        let runs = [
+            runs[0].clone(),
+            runs[1].clone(),
+            run(2, Some("2026-12-04T10:00:47.2Z"), None),
+        ];
+        let c = runtime_changes("op-a", &mut s, &runs);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(
+            matches!(c[0], Change::Started { incarnation: 3, .. }),
+            "{c:?}"
+        );
+        assert!(
+            matches!(c[1], Change::Follow { incarnation: 3, .. }),
+            "{c:?}"
+        );
+        assert!(runtime_changes("op-a", &mut s, &runs).is_empty());
     }
 }

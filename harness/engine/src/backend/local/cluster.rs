@@ -33,7 +33,7 @@ use super::error::LocalError;
 use super::pki::{self, Pki};
 pub use super::pods::PodAgent;
 use super::pods::{self, signal_group, Launch, LocalContainers, PodEnvironment};
-pub use super::pods::{Hooks, Quiet};
+pub use super::pods::{Hooks, Quiet, When};
 use super::proxy::Proxy;
 use super::runs::RunRecord;
 use crate::backend::driver::{API_SERVER, ETCD};
@@ -941,7 +941,7 @@ impl LocalCluster {
                     }
                 }),
             );
-            self.hooks.started(name, inc);
+            self.hooks.started(name, inc, When::Now);
         } else {
             let launch = self.argv(name, inc)?;
             let log = self.log(name);

@@ -23,15 +23,25 @@ use super::proxy::Proxy;
 use crate::fake_node::{ContainerOp, Containers, PodBook, PodGroup, Program, Workload};
 use crate::selfhosted::HOST_CONFIG_DIR;
 
+/// When something the hooks are told of happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// As it is told: a child's start, a line read from its pipe, its exit as it is reaped.
+    Now,
+    /// At this wall-clock time, told later: a pod's log line at its container runtime's
+    /// timestamp, a container's start or exit as its node's runtime (or its status) says.
+    At(k8s_openapi::jiff::Timestamp),
+}
+
 /// Told about what the processes do: starts, and every line they print.
 pub trait Hooks: Send + Sync {
     /// Incarnation `incarnation` (from 1) of `process` started.
-    fn started(&self, _process: &str, _incarnation: u32) {}
+    fn started(&self, _process: &str, _incarnation: u32, _at: When) {}
     /// A line of a process's output (stdout or stderr), as it is printed.
-    fn line(&self, _process: &str, _incarnation: u32, _line: &str) {}
-    /// A pod's process ended (stopped by its node, or by itself), and why. The driver records
-    /// the ends of the processes it supervises itself.
-    fn exited(&self, _process: &str, _reason: &str) {}
+    fn line(&self, _process: &str, _incarnation: u32, _line: &str, _at: When) {}
+    /// Incarnation `incarnation` of a pod's process ended (stopped by its node, or by itself),
+    /// and why. The driver records the ends of the processes it supervises itself.
+    fn exited(&self, _process: &str, _incarnation: u32, _reason: &str, _at: When) {}
     /// Pod `pod` (`NAMESPACE/NAME`) of pod agent `agent` runs for the first time, as `process`.
     fn candidate(&self, _agent: &str, _pod: &str, _process: &str) {}
     /// Something kubechaos has to say about a process (what it cannot see of it).
@@ -230,7 +240,7 @@ pub(crate) fn spawn(
     if let Some(err) = child.stderr.take() {
         pump(err, file, stamped, name, inc, hooks.clone());
     }
-    hooks.started(name, inc);
+    hooks.started(name, inc, When::Now);
     Ok(child)
 }
 
@@ -255,7 +265,7 @@ fn pump(
                 let now = k8s_openapi::jiff::Timestamp::now();
                 let _ = writeln!(f, "{now:.9} {line}");
             }
-            hooks.line(&name, inc, &line);
+            hooks.line(&name, inc, &line, When::Now);
         }
     });
 }
@@ -281,11 +291,39 @@ pub(crate) async fn exit_log_tail(path: &Path, lines: usize) -> String {
     log_tail(path, lines)
 }
 
-/// The last lines of a log file, joined for an error message.
+/// The last lines of a log file, joined for an error message ([`telling_tail`]).
 pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let last: Vec<&str> = text.lines().rev().take(lines).collect();
-    last.into_iter().rev().collect::<Vec<_>>().join("\n    ")
+    telling_tail(&std::fs::read_to_string(path).unwrap_or_default(), lines)
+}
+
+/// The last `lines` lines of a log that say what went wrong: a stack trace at its end (Go's
+/// goroutine dump after a panic or a `klog.Fatal`) is left out and said, since the line that
+/// says why (`forbidden`, `panic: …`) stands above it; once a program whose Role was missing
+/// was shown by three lines of its trace.
+pub(crate) fn telling_tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    let trace = |l: &str| {
+        let t = l.trim_end();
+        t.is_empty()
+            || l.starts_with(['\t', ' '])
+            || t.starts_with("goroutine ")
+            || t.starts_with("created by ")
+            || t.starts_with("exit status ")
+            // a frame's function: `main.main()`, `k8s.io/x/y.(*T).Run(0xc0001, ...)`
+            || (t.ends_with(')') && !t.contains(' ') && t.contains('('))
+    };
+    let end = all.iter().rposition(|l| !trace(l)).map_or(0, |i| i + 1);
+    let cut = all.len() - end;
+    let start = end.saturating_sub(lines);
+    let mut out = all[start..end].join("\n    ");
+    if cut > 0 && end > 0 {
+        out.push_str(&format!("\n    (then {cut} lines of a stack trace)"));
+    }
+    if end == 0 {
+        // Nothing but a trace: its last lines, as they are.
+        out = all[all.len().saturating_sub(lines)..].join("\n    ");
+    }
+    out
 }
 
 /// The directory of program pod `pod` (`NAMESPACE/NAME`): its service-account files, home,
@@ -564,7 +602,9 @@ impl LocalContainers {
                 signal_group(&child, Signal::SIGKILL);
             }
             st.stopping.push(child);
-            self.hooks.exited(Self::process(pod), reason);
+            let inc = st.incarnations.get(pod).copied().unwrap_or(1);
+            self.hooks
+                .exited(Self::process(pod), inc, reason, When::Now);
         }
         // Forget what has exited.
         st.stopping.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
@@ -610,6 +650,8 @@ impl LocalContainers {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(EXIT_WATCH).await;
+                // (when it was reaped: its exit is placed then, after its last line)
+                let reaped = k8s_openapi::jiff::Timestamp::now();
                 let status = {
                     let mut st = state.lock().expect("containers");
                     if st.incarnations.get(&pod) != Some(&inc) {
@@ -636,7 +678,7 @@ impl LocalContainers {
                 } else {
                     format!("exited: {status}; last log line: {tail}")
                 };
-                hooks.exited(Self::process(&pod), &why);
+                hooks.exited(Self::process(&pod), inc, &why, When::At(reaped));
                 return;
             }
         });
@@ -731,6 +773,18 @@ impl Containers for LocalContainers {
 
 #[cfg(test)]
 mod tests {
+    /// A log that ends in a Go stack trace is shown by the lines above it, the one that says
+    /// what went wrong (a missing Role's `forbidden`) among them, and the trace is said.
+    #[test]
+    fn a_stack_trace_at_a_logs_end_gives_way_to_the_line_that_says_why() {
+        let log = "I1204 starting manager\nE1204 leaderelection.go:448] error retrieving resource lock ops/op: leases.coordination.k8s.io \"op\" is forbidden: User \"system:serviceaccount:ops:default\" cannot get resource \"leases\"\npanic: lost the lease\n\ngoroutine 1 [running]:\nmain.main()\n\t/src/main.go:120 +0x1d5\nexit status 2\n";
+        let tail = super::telling_tail(log, 2);
+        assert!(tail.contains("is forbidden"), "{tail}");
+        assert!(tail.contains("panic: lost the lease"), "{tail}");
+        assert!(tail.ends_with("(then 5 lines of a stack trace)"), "{tail}");
+        assert_eq!(super::telling_tail("a\nb\nc\n", 2), "b\n    c");
+    }
+
     use super::*;
 
     #[test]

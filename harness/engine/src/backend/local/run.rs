@@ -7,12 +7,12 @@
 //! stamped with real milliseconds since then.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::cluster::{Hooks, LocalCluster, Spec};
+use super::cluster::{Hooks, LocalCluster, Spec, When};
 use super::error::LocalError;
 use crate::backend::driver::{Exit, World, WorldClock};
 use crate::backend::link::LinkState;
@@ -73,8 +73,21 @@ pub struct LocalOptions {
 pub(crate) struct RecorderHooks {
     recorder: Recorder,
     patterns: LogPatterns,
+    /// The run's time zero, for what is told with its wall-clock time ([`When::At`]).
+    zero: realtime::Zero,
     /// The open term of each (process, incarnation, lease): the identity it was recorded with.
     terms: std::sync::Mutex<BTreeMap<(String, u32, String), String>>,
+    /// Where each incarnation's start, last line and exit were placed (ms), to keep them in
+    /// order whatever order they are told in and whatever the grain of their times.
+    placed: std::sync::Mutex<BTreeMap<(String, u32), Placed>>,
+}
+
+/// Where an incarnation's facts were placed.
+#[derive(Clone, Copy, Default)]
+struct Placed {
+    started: Option<u64>,
+    last_line: Option<u64>,
+    exited: Option<u64>,
 }
 
 impl RecorderHooks {
@@ -82,13 +95,73 @@ impl RecorderHooks {
         RecorderHooks {
             recorder,
             patterns,
+            zero: realtime::Zero::default(),
             terms: std::sync::Mutex::default(),
+            placed: std::sync::Mutex::default(),
         }
     }
 
-    /// Record a leadership event that incarnation `incarnation` of `process` said, as one term
-    /// per start and Lease (see the type's docs); anything else as it is.
-    fn leadership(&self, process: &str, incarnation: u32, e: EventKind) {
+    /// With the run's time zero, for facts told with their wall-clock time.
+    pub(crate) fn with_zero(mut self, zero: realtime::Zero) -> Self {
+        self.zero = zero;
+        self
+    }
+
+    /// Milliseconds since time zero of `at`.
+    fn ms(&self, at: When) -> u64 {
+        match at {
+            When::Now => self.recorder.now_ms(),
+            When::At(t) => self.zero.ms_of(t),
+        }
+    }
+
+    /// Place a fact of incarnation `incarnation` of `process` that happened at `t`, in order
+    /// with its start and exit: a line within its incarnation's run, an exit after its last
+    /// line and before the next incarnation's start, a start after the last incarnation's exit.
+    /// Their sources can tell them out of order (a log read through an API server that was
+    /// away, an exit told by a status and a start by a runtime) and at a grain that puts two in
+    /// one second; the order itself is known.
+    fn place(&self, process: &str, incarnation: u32, fact: Fact, t: u64) -> u64 {
+        let mut placed = self.placed.lock().expect("placed");
+        let get = |p: &BTreeMap<(String, u32), Placed>, n: u32| {
+            p.get(&(process.to_owned(), n)).copied().unwrap_or_default()
+        };
+        let before = incarnation
+            .checked_sub(1)
+            .map(|n| get(&placed, n))
+            .unwrap_or_default();
+        let after = get(&placed, incarnation + 1);
+        let me = get(&placed, incarnation);
+        let not_before = |t: u64, earlier: Option<u64>| earlier.map_or(t, |e| t.max(e + 1));
+        let t = match fact {
+            Fact::Started => not_before(t, before.exited),
+            Fact::Line => {
+                let t = not_before(t, me.started.map(|s| s.saturating_sub(1)));
+                match me.exited {
+                    Some(x) => t.min(x.saturating_sub(1)),
+                    None => t,
+                }
+            }
+            Fact::Exited => {
+                let t = not_before(t, me.last_line).max(me.started.unwrap_or(0));
+                match after.started {
+                    Some(next) => t.min(next.saturating_sub(1)),
+                    None => t,
+                }
+            }
+        };
+        let entry = placed.entry((process.to_owned(), incarnation)).or_default();
+        match fact {
+            Fact::Started => entry.started = Some(t),
+            Fact::Line => entry.last_line = Some(entry.last_line.map_or(t, |l| l.max(t))),
+            Fact::Exited => entry.exited = Some(t),
+        }
+        t
+    }
+
+    /// Record a leadership event that incarnation `incarnation` of `process` said at `t`, as
+    /// one term per start and Lease (see the type's docs); anything else as it is.
+    fn leadership(&self, process: &str, incarnation: u32, e: EventKind, t: u64) {
         let mut terms = self.terms.lock().expect("terms");
         let e = match e {
             EventKind::LeadingStarted { lease, identity } => {
@@ -114,8 +187,16 @@ impl RecorderHooks {
             }
             other => other,
         };
-        self.recorder.record(e);
+        self.recorder.record_from(t, e);
     }
+}
+
+/// What a hook is told of an incarnation, for its place in order ([`RecorderHooks::place`]).
+#[derive(Clone, Copy)]
+enum Fact {
+    Started,
+    Line,
+    Exited,
 }
 
 /// The `leading:` patterns of a scenario's agents, and which process is whose.
@@ -182,18 +263,26 @@ fn klog_lock(line: &str) -> Option<&str> {
 }
 
 impl Hooks for RecorderHooks {
-    fn started(&self, process: &str, incarnation: u32) {
-        self.recorder.record(EventKind::ProcessStarted {
-            process: process.to_owned(),
-            incarnation,
-        });
+    fn started(&self, process: &str, incarnation: u32, at: When) {
+        let t = self.place(process, incarnation, Fact::Started, self.ms(at));
+        self.recorder.record_from(
+            t,
+            EventKind::ProcessStarted {
+                process: process.to_owned(),
+                incarnation,
+            },
+        );
     }
 
-    fn exited(&self, process: &str, reason: &str) {
-        self.recorder.record(EventKind::ProcessExited {
-            process: process.to_owned(),
-            reason: reason.to_owned(),
-        });
+    fn exited(&self, process: &str, incarnation: u32, reason: &str, at: When) {
+        let t = self.place(process, incarnation, Fact::Exited, self.ms(at));
+        self.recorder.record_from(
+            t,
+            EventKind::ProcessExited {
+                process: process.to_owned(),
+                reason: reason.to_owned(),
+            },
+        );
     }
 
     fn candidate(&self, agent: &str, pod: &str, process: &str) {
@@ -214,24 +303,31 @@ impl Hooks for RecorderHooks {
         });
     }
 
-    fn line(&self, process: &str, incarnation: u32, line: &str) {
+    fn line(&self, process: &str, incarnation: u32, line: &str, at: When) {
+        let t = self.place(process, incarnation, Fact::Line, self.ms(at));
         let identity = || format!("{process}_{incarnation}");
         if let Some(said) = self.patterns.event(process, incarnation, line) {
             if let Some(e) = said {
-                self.leadership(process, incarnation, e);
+                self.leadership(process, incarnation, e, t);
             }
         } else if line.starts_with('{') {
             match read_report(line) {
-                Report::Leadership(e) => self.leadership(process, incarnation, e),
-                Report::Note(message) => self.recorder.record(EventKind::ProcessNote {
-                    process: process.to_owned(),
-                    message,
-                }),
-                Report::Rejected(error) => self.recorder.record(EventKind::ReportRejected {
-                    process: process.to_owned(),
-                    error,
-                    line: line.chars().take(300).collect(),
-                }),
+                Report::Leadership(e) => self.leadership(process, incarnation, e, t),
+                Report::Note(message) => self.recorder.record_from(
+                    t,
+                    EventKind::ProcessNote {
+                        process: process.to_owned(),
+                        message,
+                    },
+                ),
+                Report::Rejected(error) => self.recorder.record_from(
+                    t,
+                    EventKind::ReportRejected {
+                        process: process.to_owned(),
+                        error,
+                        line: line.chars().take(300).collect(),
+                    },
+                ),
                 Report::NotAReport => {}
             }
         } else if line.contains("\"Successfully acquired lease\"") {
@@ -243,6 +339,7 @@ impl Hooks for RecorderHooks {
                         lease: lock.to_owned(),
                         identity: identity(),
                     },
+                    t,
                 );
             }
         } else if line.contains("\"Failed to renew lease\"") {
@@ -257,6 +354,7 @@ impl Hooks for RecorderHooks {
                             "failed to renew the lease within the renew deadline (from its log)"
                                 .into(),
                     },
+                    t,
                 );
             }
         }
@@ -278,6 +376,8 @@ pub(crate) struct LocalWorld {
     /// is not taken for one that found nothing to act on.
     broken: Vec<String>,
     stop_run: Arc<std::sync::atomic::AtomicBool>,
+    /// The proxy that holds the observer's reads ($KUBECHAOS_SELF_DELAY), if it is told to.
+    _self_delay: Option<super::proxy::Proxy>,
 }
 
 impl LocalWorld {
@@ -313,6 +413,13 @@ impl LocalWorld {
 impl World for LocalWorld {
     fn clock(&mut self) -> &mut dyn WorldClock {
         &mut self.time
+    }
+
+    /// The processes' output is read as it is printed; the Leases are read once more.
+    fn drain(&mut self) -> Vec<String> {
+        crate::observer::settle(&self.commands, Duration::from_secs(30))
+            .into_iter()
+            .collect()
     }
 
     fn stop(&mut self, name: &str, graceful: bool, _hold: bool) {
@@ -439,7 +546,7 @@ impl World for LocalWorld {
 pub struct Local {
     opts: LocalOptions,
     rt: Option<tokio::runtime::Runtime>,
-    zero: Arc<OnceLock<Instant>>,
+    zero: realtime::Zero,
     dir: std::path::PathBuf,
 }
 
@@ -449,7 +556,7 @@ impl Local {
         Local {
             opts,
             rt: None,
-            zero: Arc::default(),
+            zero: realtime::Zero::default(),
             dir: Default::default(),
         }
     }
@@ -521,7 +628,9 @@ impl Backend for Local {
         let mut stop_rx = interrupt.rx.clone();
 
         let spec = Spec::of(s);
-        let hooks = Arc::new(RecorderHooks::new(recorder.clone(), LogPatterns::of(s)));
+        let hooks = Arc::new(
+            RecorderHooks::new(recorder.clone(), LogPatterns::of(s)).with_zero(self.zero.clone()),
+        );
         let mut say = |l: &str| progress.say(l);
         let keep = self.opts.keep;
         let cluster = rt.block_on(async {
@@ -558,11 +667,44 @@ impl Backend for Local {
         };
         self.dir = cluster.dir.clone();
         let processes = cluster.processes();
-        let zero = Instant::now();
-        let _ = self.zero.set(zero);
+        let (zero, epoch) = self.zero.set_now();
 
         let (tx, rx) = mpsc::unbounded_channel();
-        let observer = Observer::of(s, recorder.clone(), k8s_openapi::jiff::Timestamp::now());
+        let mut observer = Observer::of(s, recorder.clone(), epoch);
+        // The observer reads through a proxy that holds every byte, when kubechaos is told to
+        // read late ($KUBECHAOS_SELF_DELAY).
+        let (evidence, self_delay) = match crate::kubeclient::self_delay().ok().flatten() {
+            Some(d) => {
+                let delayed = rt.block_on(async {
+                    let config =
+                        crate::kubeclient::config(Some(&cluster.admin_kubeconfig), None, None)
+                            .await?;
+                    crate::kubeclient::delayed(config, d).await
+                });
+                match delayed {
+                    Ok((c, p)) => {
+                        progress.say(&format!(
+                            "kubechaos reads the cluster through a proxy that holds every byte {} each way (${})",
+                            kubechaos_core::scenario::duration::human(d),
+                            crate::kubeclient::SELF_DELAY_ENV
+                        ));
+                        (c, Some(p))
+                    }
+                    Err(e) => {
+                        let _ = rt.block_on(cluster.down());
+                        return Err(EnvironmentError::Local(LocalError::Machine {
+                            what: "cannot read the cluster through a delaying proxy".to_owned(),
+                            source: Some(std::io::Error::other(kubechaos_core::error::chain(&e))),
+                        })
+                        .into());
+                    }
+                }
+            }
+            None => (cluster.admin.clone(), None),
+        };
+        if self_delay.is_some() {
+            observer.reader = Some(evidence);
+        }
         let observer = rt.spawn(observer.run(cluster.admin.clone(), rx));
         let time = RealTime::new(zero, interrupt);
         let stop_run = time.flag();
@@ -576,6 +718,7 @@ impl Backend for Local {
             failed: BTreeMap::new(),
             broken: Vec::new(),
             stop_run,
+            _self_delay: self_delay,
         };
         Ok(Ready { world, processes })
     }
@@ -734,10 +877,10 @@ mod tests {
         let json = r#"{"event":"leading-started","lease":"ops/op","identity":"op-1_5e2a"}"#;
         let stop = r#"{"event":"leading-stopped","lease":"ops/op","identity":"op-1_5e2a","reason":"lost"}"#;
         for line in [klog, json, stop, klog, json] {
-            hooks.line("op-1", 1, line);
+            hooks.line("op-1", 1, line, When::Now);
         }
-        hooks.line("op-1", 2, json);
-        hooks.line("op-1", 2, klog);
+        hooks.line("op-1", 2, json, When::Now);
+        hooks.line("op-1", 2, klog, When::Now);
         let terms: Vec<(bool, String)> = recorder
             .snapshot()
             .into_iter()
@@ -758,6 +901,52 @@ mod tests {
         );
     }
 
+    /// A restart's exit and start, told in either order and at the same whole second (a pod's
+    /// status gives its container's times to the second; once the exit was told after the
+    /// start and placed after it, and a correct agent's `leader-reacquired` failed), are placed
+    /// exit first; a line the first run wrote, read after both (through an API server that was
+    /// away), lands before its run's exit, where it was written.
+    #[test]
+    fn a_restarts_exit_comes_before_its_start_whatever_the_grain_and_the_order_told() {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let recorder = Recorder::new(|| 60_000);
+        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        let at = |ms: i64| When::At(wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms));
+        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
+            .with_zero(realtime::Zero::at(wall0));
+        hooks.candidate("op", "ops/op-1", "op-1");
+        hooks.started("op-1", 1, at(1_000));
+        // The restart, told first, then the exit before it: both at 39 s.
+        hooks.started("op-1", 2, at(39_000));
+        hooks.exited("op-1", 1, "its container restarted", at(39_000));
+        // Its first run's last line, written at 39.5 s by the runtime's clock.
+        let stop =
+            r#"{"event":"leading-stopped","lease":"ops/op","identity":"op-1_x","reason":"lost"}"#;
+        hooks.line("op-1", 1, stop, at(39_500));
+        let order: Vec<(u64, String)> = recorder
+            .snapshot()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::ProcessStarted { incarnation, .. } => {
+                    Some((e.t_ms, format!("start #{incarnation}")))
+                }
+                EventKind::ProcessExited { .. } => Some((e.t_ms, "exit".into())),
+                EventKind::LeadingStopped { .. } => Some((e.t_ms, "stopped leading".into())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (1_000, "start #1".to_owned()),
+                (38_998, "stopped leading".to_owned()),
+                (38_999, "exit".to_owned()),
+                (39_000, "start #2".to_owned()),
+            ]
+        );
+    }
+
     /// An agent's `leading:` patterns turn its processes' lines into leadership events (pods once
     /// they are its candidates), and are then its only evidence: its JSON reports are not read;
     /// another agent's JSON reports still are.
@@ -770,19 +959,26 @@ mod tests {
         let acquired =
             r#"I1130 leaderelection.go:272] "Successfully acquired lease" lock="ops/op""#;
         // Not yet a candidate: a line of an unknown process is only read as upstream's klog.
-        hooks.line("op-5d9c-x2x7q", 1, "Successfully acquired lease");
+        hooks.line("op-5d9c-x2x7q", 1, "Successfully acquired lease", When::Now);
         hooks.candidate("op", "ops/op-5d9c-x2x7q", "op-5d9c-x2x7q");
-        hooks.line("op-5d9c-x2x7q", 1, acquired);
+        hooks.line("op-5d9c-x2x7q", 1, acquired, When::Now);
         hooks.line(
             "op-5d9c-x2x7q",
             1,
             r#"{"event":"leading-started","lease":"ops/op","identity":"op-5d9c-x2x7q_9"}"#,
+            When::Now,
         );
-        hooks.line("op-5d9c-x2x7q", 2, "E1130 Failed to renew lease ops/op");
+        hooks.line(
+            "op-5d9c-x2x7q",
+            2,
+            "E1130 Failed to renew lease ops/op",
+            When::Now,
+        );
         hooks.line(
             "cmd-1",
             1,
             r#"{"event":"leading-started","lease":"default/cmd","identity":"cmd-1_1"}"#,
+            When::Now,
         );
         let kinds: Vec<EventKind> = recorder.snapshot().into_iter().map(|e| e.kind).collect();
         assert_eq!(
