@@ -11,6 +11,14 @@
 //! after the last line seen when the stream breaks or stays quiet for 5 s) and its lines go to the same hooks as a local
 //! process's: JSON reports and the agent's `leading:` patterns.
 //!
+//! Everything is placed when it happened, not when it was read: a line at its runtime
+//! timestamp (read after an API outage, it lands where it was written), a start or an exit at
+//! its status's `startedAt`/`finishedAt` (to the second). Where the provider reaches the nodes
+//! (kind), a pod's starts and exits are its node's runtime's instead ([`super::runtime`]): each
+//! run of its container, to the nanosecond, as it happens, whether or not the API server
+//! answers; the API then only says which pods are candidates and where they run. At the end of
+//! a run each log is read to its end and each node's runtime stream drained ([`PodAgents::drain`]).
+//!
 //! `kill` deletes the pod with no grace period (every cluster: its owner makes another); other
 //! steps on its pods are refused before the run (`provider.rs`).
 
@@ -341,11 +349,7 @@ fn process(key: &str) -> &str {
 
 /// Whether a pod's first container runs, and its restart count.
 fn container_state(pod: &Pod) -> (bool, u32, String) {
-    let status = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.first());
+    let status = first_status(pod);
     let name = pod
         .spec
         .as_ref()
