@@ -107,6 +107,19 @@ impl Event {
     }
 }
 
+/// Until when a Lease record keeps other candidates off: a lease duration from its renewal,
+/// counted from when the API server took the write if that was later than its `renewTime` (the
+/// candidates, as client-go's do, wait a full duration from when they see a record change, which
+/// is never before the API server has it).
+pub fn lease_valid_until(
+    renew_ms: Option<u64>,
+    written_ms: Option<u64>,
+    duration_ms: Option<u64>,
+) -> Option<u64> {
+    let from = renew_ms.map(|r| r.max(written_ms.unwrap_or(0)))?;
+    duration_ms.map(|d| from + d)
+}
+
 /// What the observer's [`EventKind::ApiReach`] says, as the timeline shows it.
 pub fn api_reach_text(reached: bool, error: Option<&str>) -> String {
     if reached {
@@ -218,6 +231,13 @@ pub enum EventKind {
         /// has lost the lease.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         duration_ms: Option<u64>,
+        /// When the API server took the write that made this record, by its own clock: the
+        /// latest `time` of the Lease's `managedFields` (whole seconds: the start of its second),
+        /// where it is later than `renewTime`. A renewal held up on its way (a slow API server,
+        /// a busy node) counts from here: no other candidate can have seen it before
+        /// ([`lease_valid_until`]). Left out where nothing tells (the sim's API server).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        written_ms: Option<u64>,
     },
     /// A candidate reports that it believes it leads and acts as leader.
     LeadingStarted {
@@ -615,6 +635,7 @@ mod tests {
                     renew_ms: Some(6),
                     transitions: 0,
                     duration_ms: Some(15_000),
+                    written_ms: None,
                 },
             },
             Event {

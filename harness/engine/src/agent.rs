@@ -69,19 +69,27 @@ pub async fn run(p: AgentParams) {
 }
 
 /// Reports leadership as JSON lines on stdout, one [`EventKind`](kubechaos_core::events::EventKind) per
-/// line (`{"event":"leading-started","lease":"default/agent-lock","identity":"agent-0_1"}`). The
-/// local backend reads these lines from every agent replica, the reference agent's and your own
-/// program's, and records them with its own timestamps.
+/// line (`{"event":"leading-started","lease":"default/agent-lock","identity":"agent-0_1",
+/// "time":"2026-12-05T08:11:08.123456789Z"}`). The backends read these lines from every agent
+/// replica, the reference agent's and your own program's; `time` (optional, RFC 3339) is when
+/// it happened by the program's own clock, and places the report there (a line that reached
+/// kubechaos or its runtime late still lands where it was said).
 pub struct JsonLinesReporter;
 
 impl JsonLinesReporter {
-    /// Print one event line and flush it at once: the harness times it when it arrives.
+    /// Print one event line, stamped with this process's clock, and flush it at once.
     pub fn emit(kind: &kubechaos_core::events::EventKind) {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        if let Ok(line) = serde_json::to_string(kind) {
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
+        if let Ok(serde_json::Value::Object(mut o)) = serde_json::to_value(kind) {
+            o.insert(
+                "time".into(),
+                k8s_openapi::jiff::Timestamp::now().to_string().into(),
+            );
+            if let Ok(line) = serde_json::to_string(&o) {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
         }
     }
 }

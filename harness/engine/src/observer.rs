@@ -600,12 +600,24 @@ impl Observer {
             } else {
                 now.1
             };
+            // When the API server took this write, by its clock (a renewal held up on its way
+            // reaches it after its `renewTime`): the latest of its managers' times, to the second.
+            let written_ms = l
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter_map(|f| f.time.as_ref())
+                .map(|t| self.since_start_ms(&t.0))
+                .max()
+                .filter(|w| now.1.is_none_or(|r| *w > r));
             let e = EventKind::LeaseObserved {
                 lease: key.clone(),
                 holder: now.0.clone(),
                 renew_ms: now.1,
                 transitions: now.2,
                 duration_ms: now.3,
+                written_ms,
             };
             match written {
                 Some(t) => self.recorder.record_from(t, e),
@@ -878,6 +890,34 @@ mod tests {
         .unwrap()
     }
 
+    /// A renewal that the API server took after its `renewTime` (its `managedFields` say when,
+    /// to the second) carries that time; one taken within its second does not.
+    #[test]
+    fn a_renewal_taken_late_carries_when_the_api_server_took_it() {
+        let written = |renew: &str, taken: &str| {
+            let o = observer();
+            let mut l = lease("kube-scheduler", "node-0_ab12", renew, 0);
+            l.metadata.managed_fields = Some(vec![serde_json::from_value(json!({
+                "manager": "kube-scheduler", "operation": "Update",
+                "apiVersion": "coordination.k8s.io/v1", "time": taken
+            }))
+            .unwrap()]);
+            o.lease(&mut BTreeMap::new(), &l);
+            match &kinds(&o)[0] {
+                EventKind::LeaseObserved { written_ms, .. } => *written_ms,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            written("2026-01-01T00:00:12.300000Z", "2026-01-01T00:00:18Z"),
+            Some(18_000)
+        );
+        assert_eq!(
+            written("2026-01-01T00:00:12.300000Z", "2026-01-01T00:00:12Z"),
+            None
+        );
+    }
+
     /// A Lease of interest is recorded when it changes, with its renew time relative to the
     /// run's start; one seen again unchanged, and the Leases of nobody's interest, are not.
     #[test]
@@ -909,6 +949,7 @@ mod tests {
                     renew_ms: Some(2500),
                     transitions: 0,
                     duration_ms: Some(15_000),
+                    written_ms: None,
                 },
                 EventKind::LeaseObserved {
                     lease: "kube-system/kube-scheduler".into(),
@@ -916,6 +957,7 @@ mod tests {
                     renew_ms: Some(4000),
                     transitions: 1,
                     duration_ms: Some(15_000),
+                    written_ms: None,
                 },
             ]
         );

@@ -573,6 +573,7 @@ mod tests {
                 renew_ms: Some(renew),
                 transitions: 0,
                 duration_ms: Some(15_000),
+                written_ms: None,
             },
         )
     }

@@ -26,12 +26,27 @@ struct Seen {
     holder_since: u64,
     renew_ms: Option<u64>,
     duration_ms: Option<u64>,
+    /// When the API server took the record's write, where later than its `renewTime`.
+    written_ms: Option<u64>,
 }
 
 impl Seen {
-    /// `renewTime` + `leaseDurationSeconds`, when both are known.
+    /// `renewTime` (or, later, when the API server took it) + `leaseDurationSeconds`, when both
+    /// are known.
     fn valid_until(&self) -> Option<u64> {
-        self.renew_ms.zip(self.duration_ms).map(|(r, d)| r + d)
+        crate::events::lease_valid_until(self.renew_ms, self.written_ms, self.duration_ms)
+    }
+
+    /// How the renewal that `valid_until` counts from is said.
+    fn renewed(&self) -> String {
+        let renewed = fmt_ms(self.renew_ms.unwrap_or(0));
+        match self.written_ms {
+            Some(w) => format!(
+                "renewed at {renewed}, taken by the API server at {},",
+                fmt_ms(w)
+            ),
+            None => format!("renewed at {renewed}"),
+        }
     }
 }
 
@@ -61,9 +76,9 @@ fn unjustified_from(
             Some(until) => (
                 until.max(since),
                 format!(
-                    "the Lease had expired at {} (renewed at {} for {})",
+                    "the Lease had expired at {} ({} for {})",
                     fmt_ms(until),
-                    fmt_ms(seen.renew_ms.unwrap_or(0)),
+                    seen.renewed(),
                     fmt_ms(seen.duration_ms.unwrap_or(0))
                 ),
             ),
@@ -130,6 +145,7 @@ pub(super) fn judge(
                 holder,
                 renew_ms,
                 duration_ms,
+                written_ms,
                 ..
             } if *lease == name => {
                 if *holder != seen.holder || !seen.observed {
@@ -139,6 +155,7 @@ pub(super) fn judge(
                 seen.holder = holder.clone();
                 seen.renew_ms = *renew_ms;
                 seen.duration_ms = *duration_ms;
+                seen.written_ms = *written_ms;
                 // The reading that judges the terms begun unseen: the Lease as it is now.
                 unread.clear();
             }
@@ -219,6 +236,7 @@ mod tests {
                 renew_ms: Some(renew_ms),
                 transitions: 0,
                 duration_ms: Some(15_000),
+                written_ms: None,
             },
         )
     }
@@ -267,6 +285,51 @@ mod tests {
             ev(60_000, EventKind::RunEnded {}),
         ]);
         assert!(held, "{message}");
+    }
+
+    /// A renewal that reached the API server late (stamped 12.3 s by its holder, taken at 18 s:
+    /// a slow API server on a busy node) keeps others off until 33 s, not 27.3 s: its leader,
+    /// cut off after it and stopping at 30.9 s, holds. Without that time it would not.
+    #[test]
+    fn a_renewal_taken_late_by_the_api_server_counts_from_when_it_was_taken() {
+        let late = |written_ms| {
+            let mut e = lease(12_300, Some("a-0_1"), 12_300);
+            if let EventKind::LeaseObserved { written_ms: w, .. } = &mut e.kind {
+                *w = written_ms;
+            }
+            e
+        };
+        for (written, holds) in [(Some(18_000), true), (None, false)] {
+            let (held, message) = judged(&[
+                lease(900, Some("a-0_1"), 900),
+                started(1_000, "a-0_1"),
+                late(written),
+                stopped(30_900, "a-0_1"),
+                ev(60_000, EventKind::RunEnded {}),
+            ]);
+            assert_eq!(held, holds, "{message}");
+            if !holds {
+                assert!(
+                    message.contains("(renewed at 12.3s for 15.0s)"),
+                    "{message}"
+                );
+            }
+        }
+        // Past that, it is a violation all the same, and says when the API server took it.
+        let (held, message) = judged(&[
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            late(Some(18_000)),
+            stopped(40_000, "a-0_1"),
+            ev(60_000, EventKind::RunEnded {}),
+        ]);
+        assert!(!held);
+        assert!(
+            message.contains(
+                "the Lease had expired at 33.0s (renewed at 12.3s, taken by the API server at 18.0s, for 15.0s)"
+            ),
+            "{message}"
+        );
     }
 
     /// Leading on for two minutes on an expired lease is the fencing bug.

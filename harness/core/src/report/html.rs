@@ -327,6 +327,7 @@ fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane
             renew_ms,
             transitions,
             duration_ms,
+            written_ms: _,
         } = &e.kind
         else {
             continue;
@@ -947,6 +948,7 @@ mod tests {
                 renew_ms: Some(renew),
                 transitions: 0,
                 duration_ms: Some(10_000),
+                written_ms: None,
             },
         )
     }

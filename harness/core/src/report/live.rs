@@ -434,6 +434,7 @@ mod tests {
                 renew_ms: Some(renew),
                 transitions: 0,
                 duration_ms: Some(15_000),
+                written_ms: None,
             },
         )
     }

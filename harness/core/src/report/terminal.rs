@@ -162,7 +162,7 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
 /// renewal from before then (seen late) nor in time. In time order: (when, lease, holder).
 fn expiries(outcome: &Outcome) -> Vec<(u64, String, String)> {
     let end = outcome.events.last().map(|e| e.t_ms).unwrap_or(0);
-    // Each observation: when, lease, holder, renewTime, lease duration.
+    // Each observation: when, lease, holder, renewTime, when it lapses.
     type Seen<'a> = (u64, &'a str, Option<&'a str>, Option<u64>, Option<u64>);
     let seen: Vec<Seen<'_>> = outcome
         .events
@@ -173,20 +173,21 @@ fn expiries(outcome: &Outcome) -> Vec<(u64, String, String)> {
                 holder,
                 renew_ms,
                 duration_ms,
+                written_ms,
                 ..
             } => Some((
                 e.t_ms,
                 lease.as_str(),
                 holder.as_deref(),
                 *renew_ms,
-                *duration_ms,
+                crate::events::lease_valid_until(*renew_ms, *written_ms, *duration_ms),
             )),
             _ => None,
         })
         .collect();
     let mut out = Vec::new();
-    for (i, &(_, lease, holder, renew, duration)) in seen.iter().enumerate() {
-        let (Some(holder), Some(until)) = (holder, renew.zip(duration).map(|(r, d)| r + d)) else {
+    for (i, &(_, lease, holder, _, until)) in seen.iter().enumerate() {
+        let (Some(holder), Some(until)) = (holder, until) else {
             continue;
         };
         let next = seen[i + 1..].iter().find(|s| s.1 == lease);
@@ -262,6 +263,7 @@ mod tests {
                 renew_ms: Some(renew),
                 transitions: 0,
                 duration_ms: Some(15_000),
+                written_ms: None,
             },
         };
         let events = vec![

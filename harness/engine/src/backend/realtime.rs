@@ -55,9 +55,14 @@ impl Zero {
 
     /// Milliseconds since time zero of wall-clock time `t` (0 for a time before it).
     pub(crate) fn ms_of(&self, t: k8s_openapi::jiff::Timestamp) -> u64 {
+        self.signed_ms_of(t).max(0) as u64
+    }
+
+    /// Milliseconds since time zero of wall-clock time `t`, negative before it.
+    pub(crate) fn signed_ms_of(&self, t: k8s_openapi::jiff::Timestamp) -> i64 {
         self.0
             .get()
-            .map(|(_, wall)| t.duration_since(*wall).as_millis().max(0) as u64)
+            .map(|(_, wall)| t.duration_since(*wall).as_millis() as i64)
             .unwrap_or(0)
     }
 }

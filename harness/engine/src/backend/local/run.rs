@@ -107,6 +107,22 @@ impl RecorderHooks {
         self
     }
 
+    /// When `line`, told at `at` (read from a pipe, or stamped by a container runtime as it read
+    /// it), was said: the program's own time where the line carries one (a JSON report's
+    /// `time`), else `at`. A runtime stamps a line when it reads it, which on a starved node
+    /// can be seconds after the program wrote it. A program's time is believed only within
+    /// [`OWN_TIME_BEFORE_MS`] before `at` and never after it (a clock or a zone set wrong is
+    /// not taken for evidence).
+    fn said_at(&self, line: &str, at: When) -> u64 {
+        let told = self.ms(at);
+        match program_time(line).map(|own| self.zero.signed_ms_of(own)) {
+            Some(own) if own <= told as i64 && told as i64 - own <= OWN_TIME_BEFORE_MS as i64 => {
+                own.max(0) as u64
+            }
+            _ => told,
+        }
+    }
+
     /// Milliseconds since time zero of `at`.
     fn ms(&self, at: When) -> u64 {
         match at {
@@ -256,6 +272,21 @@ impl LogPatterns {
     }
 }
 
+/// How long before a line was told its program's own time may be: a starved runtime or pipe
+/// reader is seconds late, not minutes.
+const OWN_TIME_BEFORE_MS: u64 = 60_000;
+
+/// The time a line says it was written at, by its program's clock: a JSON report's `time`
+/// (RFC 3339).
+fn program_time(line: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    if !line.starts_with('{') || !line.contains("\"time\"") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+    v.get("event")?;
+    v.get("time")?.as_str()?.parse().ok()
+}
+
 /// The `lock="NS/NAME"` value of a klog line.
 fn klog_lock(line: &str) -> Option<&str> {
     let rest = &line[line.find("lock=\"")? + 6..];
@@ -304,7 +335,7 @@ impl Hooks for RecorderHooks {
     }
 
     fn line(&self, process: &str, incarnation: u32, line: &str, at: When) {
-        let t = self.place(process, incarnation, Fact::Line, self.ms(at));
+        let t = self.place(process, incarnation, Fact::Line, self.said_at(line, at));
         let identity = || format!("{process}_{incarnation}");
         if let Some(said) = self.patterns.event(process, incarnation, line) {
             if let Some(e) = said {
@@ -945,6 +976,42 @@ mod tests {
                 (39_000, "start #2".to_owned()),
             ]
         );
+    }
+
+    /// A report that carries its program's own `time` is placed there, not where its runtime
+    /// stamped it (a starved node reads a pipe seconds late); a time after the stamp, or more
+    /// than a minute before it (a clock or a zone set wrong), is not believed.
+    #[test]
+    fn a_report_is_placed_at_its_programs_own_time_within_reason() {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let recorder = Recorder::new(|| 120_000);
+        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        let at = |ms: i64| wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms);
+        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
+            .with_zero(realtime::Zero::at(wall0));
+        hooks.candidate("op", "ops/op-1", "op-1");
+        hooks.started("op-1", 1, When::At(at(1_000)));
+        let report = |own: i64| {
+            format!(
+                r#"{{"event":"leading-stopped","lease":"ops/op","identity":"op-1_x","reason":"lost","time":"{}"}}"#,
+                at(own)
+            )
+        };
+        // Said at 24.3 s, stamped by the runtime at 30.9 s.
+        hooks.line("op-1", 1, &report(24_300), When::At(at(30_900)));
+        // Said "later" than its stamp, and two minutes before it: the stamp is kept.
+        hooks.line("op-1", 1, &report(50_000), When::At(at(40_000)));
+        hooks.line("op-1", 1, &report(-80_000), When::At(at(45_000)));
+        // Read from a pipe as it was printed (the local backend's own nodes).
+        hooks.line("op-1", 1, &report(100_000), When::Now);
+        let stops: Vec<u64> = recorder
+            .snapshot()
+            .into_iter()
+            .filter(|e| matches!(e.kind, EventKind::LeadingStopped { .. }))
+            .map(|e| e.t_ms)
+            .collect();
+        assert_eq!(stops, [24_300, 40_000, 45_000, 100_000]);
     }
 
     /// An agent's `leading:` patterns turn its processes' lines into leadership events (pods once
