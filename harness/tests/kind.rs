@@ -216,13 +216,71 @@ impl Kind {
             let out = self.kubectl(&args);
             assert!(
                 out.status.success(),
-                "the tier's cluster {}: not Ready within 3 minutes ({}): {}\n{}",
+                "the tier's cluster {}: not Ready within 3 minutes ({}): {}\n{}\n{}",
                 self.name,
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr),
-                self.kubectl_ok(&["get", "nodes,pods", "-A", "-o", "wide"])
+                self.kubectl_ok(&["get", "nodes,pods", "-A", "-o", "wide"]),
+                self.why_not_ready()
             );
         }
+    }
+
+    /// What tells why a kube-system pod is not Ready (once seen in the tier: the scheduler
+    /// Running, not Ready, minutes after a play's API outage): each such pod described (its
+    /// probes' failures among its events) with the last lines of its log and of its previous
+    /// container's.
+    fn why_not_ready(&self) -> String {
+        let listed = self.kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "--no-headers",
+            "-o",
+            "custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type==\"Ready\")].status",
+        ]);
+        let mut out = String::new();
+        for line in String::from_utf8_lossy(&listed.stdout).lines() {
+            let mut cols = line.split_whitespace();
+            let (Some(pod), Some(ready)) = (cols.next(), cols.next()) else {
+                continue;
+            };
+            if ready == "True" {
+                continue;
+            }
+            for args in [
+                vec!["describe", "pod", "-n", "kube-system", pod],
+                vec![
+                    "logs",
+                    "-n",
+                    "kube-system",
+                    pod,
+                    "--tail",
+                    "40",
+                    "--timestamps",
+                ],
+                vec![
+                    "logs",
+                    "-n",
+                    "kube-system",
+                    pod,
+                    "--tail",
+                    "20",
+                    "--timestamps",
+                    "--previous",
+                ],
+            ] {
+                let o = self.kubectl(&args);
+                out.push_str(&format!(
+                    "--- kubectl {}\n{}{}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+        }
+        out
     }
 
     /// The namespaces and the pods outside kube-system, once no namespace is being deleted

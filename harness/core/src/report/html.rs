@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::events::{fmt_ms, identity_process, Event, EventKind};
+use crate::events::{fmt_ms, identity_process, lease_valid_until, Event, EventKind};
 
 /// Everything the page draws.
 #[derive(Debug, Serialize)]
@@ -267,11 +267,15 @@ fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane
         holder: String,
         since: u64,
         renew: u64,
+        /// When the API server took the last renewal, where later than its `renewTime`: the
+        /// Lease is valid from there (as the verdicts count it, [`lease_valid_until`]).
+        written: Option<u64>,
         duration: Option<u64>,
     }
     let mut lanes: BTreeMap<String, (Lane, Option<Held>)> = BTreeMap::new();
     fn close(lane: &mut Lane, held: Held, at: u64, palette: &mut Palette) {
-        let expiry = held.duration.map(|d| held.renew + d).filter(|x| *x < at);
+        let expiry =
+            lease_valid_until(Some(held.renew), held.written, held.duration).filter(|x| *x < at);
         let until = expiry.unwrap_or(at);
         let process = identity_process(&held.holder).to_owned();
         lane.spans.push(Span {
@@ -300,11 +304,16 @@ fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane
                 x,
                 "expiry",
                 format!(
-                    "expired at {}: {} last renewed at {} and did not renew within {}",
+                    "expired at {}: {} last renewed at {}{} and did not renew within {}",
                     fmt_ms(x),
                     held.holder,
                     fmt_ms(held.renew),
-                    fmt_ms(x - held.renew)
+                    match held.written {
+                        Some(w) if w > held.renew =>
+                            format!(" (taken by the API server at {})", fmt_ms(w)),
+                        _ => String::new(),
+                    },
+                    fmt_ms(held.duration.unwrap_or(0))
                 ),
             );
             lane.span(
@@ -327,7 +336,7 @@ fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane
             renew_ms,
             transitions,
             duration_ms,
-            written_ms: _,
+            written_ms,
         } = &e.kind
         else {
             continue;
@@ -341,18 +350,21 @@ fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane
         let renew = renew_ms.unwrap_or(e.t_ms).min(e.t_ms);
         match (held.take(), holder) {
             (Some(h), Some(new)) if h.holder == *new => {
-                let expired = h.duration.is_some_and(|d| h.renew + d < renew);
+                let expired = lease_valid_until(Some(h.renew), h.written, h.duration)
+                    .is_some_and(|until| until < renew);
                 if expired {
                     close(lane, h, renew, palette);
                     *held = Some(Held {
                         holder: new.clone(),
                         since: renew,
                         renew,
+                        written: *written_ms,
                         duration: *duration_ms,
                     });
                 } else {
                     *held = Some(Held {
                         renew,
+                        written: *written_ms,
                         duration: duration_ms.or(h.duration),
                         ..h
                     });
@@ -384,6 +396,7 @@ fn lease_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<Lane
                     holder: new.clone(),
                     since: e.t_ms,
                     renew,
+                    written: *written_ms,
                     duration: *duration_ms,
                 });
             }
@@ -1019,6 +1032,31 @@ mod tests {
         let renewals = l.marks.iter().filter(|m| m.class == "renew").count();
         assert_eq!(renewals, 2);
         assert_ne!(l.spans[0].colour, l.spans[2].colour);
+    }
+
+    /// A renewal the API server took late (its `managedFields` time after its `renewTime`)
+    /// keeps the Lease valid from when it was taken, as the verdicts count it: the drawing does
+    /// not show an expiry that `valid-lease-while-leading` did not see.
+    #[test]
+    fn a_renewal_taken_late_expires_from_when_it_was_taken() {
+        let mut late = lease(8_000, "a_1", 3_000);
+        if let EventKind::LeaseObserved { written_ms, .. } = &mut late.kind {
+            *written_ms = Some(7_000);
+        }
+        let events = vec![started(), lease(1_000, "a_1", 1_000), late];
+        let m = model(&events).unwrap();
+        let l = lane(&m, "lease:ns/l");
+        assert_eq!(
+            spans(l),
+            vec![(1_000, 17_000, "holder"), (17_000, 60_000, "expired")],
+            "{l:?}"
+        );
+        let expiry = l.marks.iter().find(|m| m.class == "expiry").unwrap();
+        assert!(
+            expiry.detail.contains("last renewed at 3.0s (taken by the API server at 7.0s) and did not renew within 10.0s"),
+            "{}",
+            expiry.detail
+        );
     }
 
     #[test]
