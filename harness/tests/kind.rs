@@ -249,27 +249,23 @@ impl Kind {
             if ready == "True" {
                 continue;
             }
+            let logs = |tail, previous: &[&'static str]| {
+                let mut args = vec![
+                    "logs",
+                    "-n",
+                    "kube-system",
+                    pod,
+                    "--tail",
+                    tail,
+                    "--timestamps",
+                ];
+                args.extend(previous);
+                args
+            };
             for args in [
                 vec!["describe", "pod", "-n", "kube-system", pod],
-                vec![
-                    "logs",
-                    "-n",
-                    "kube-system",
-                    pod,
-                    "--tail",
-                    "40",
-                    "--timestamps",
-                ],
-                vec![
-                    "logs",
-                    "-n",
-                    "kube-system",
-                    pod,
-                    "--tail",
-                    "20",
-                    "--timestamps",
-                    "--previous",
-                ],
+                logs("40", &[]),
+                logs("20", &["--previous"]),
             ] {
                 let o = self.kubectl(&args);
                 out.push_str(&format!(
