@@ -1293,15 +1293,15 @@ fn the_kube_backend_plays_api_faults_on_an_existing_cluster_and_restores_it() {
         [
             // Before anything: every node is a running container here.
             "inspect -f {{.Name}} {{.State.Running}} node-0 node-1",
-            format!("{held}/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && (crictl ps -q --name '^kube-apiserver$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)").as_str(),
+            format!("{held}/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && ((ids=$(crictl --timeout 20s ps -q --name '^kube-apiserver$') || exit 1; [ -n \"$ids\" ] || {{ echo 'no running container matched' >&2; exit 3; }}; crictl --timeout 20s stop --timeout 30 $ids) >/dev/null 2>&1 &)").as_str(),
             "exec node-0 sh -c mv /etc/kubernetes/kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests/kube-apiserver.yaml",
-            "exec node-0 sh -c crictl ps -q --name '^kube-scheduler$' | xargs -r crictl stop --timeout 0",
+            "exec node-0 sh -c (ids=$(crictl --timeout 20s ps -q --name '^kube-scheduler$') || exit 1; [ -n \"$ids\" ] || { echo 'no running container matched' >&2; exit 3; }; crictl --timeout 20s stop --timeout 0 $ids)",
             "exec node-1 iptables -I OUTPUT -d 192.0.2.10 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP",
             "exec node-0 iptables -I OUTPUT -d 192.0.2.11 -p tcp --sport 6443 -m comment --comment kubechaos -j DROP",
             "exec node-1 iptables -D OUTPUT -d 192.0.2.10 -p tcp --dport 6443 -m comment --comment kubechaos -j DROP",
             "exec node-0 iptables -D OUTPUT -d 192.0.2.11 -p tcp --sport 6443 -m comment --comment kubechaos -j DROP",
             "pause node-1",
-            format!("{held}/etcd.yaml /etc/kubernetes/kubechaos-held/etcd.yaml && (crictl ps -q --name '^etcd$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)").as_str(),
+            format!("{held}/etcd.yaml /etc/kubernetes/kubechaos-held/etcd.yaml && ((ids=$(crictl --timeout 20s ps -q --name '^etcd$') || exit 1; [ -n \"$ids\" ] || {{ echo 'no running container matched' >&2; exit 3; }}; crictl --timeout 20s stop --timeout 30 $ids) >/dev/null 2>&1 &)").as_str(),
             "exec node-0 sh -c mv /etc/kubernetes/kubechaos-held/etcd.yaml /etc/kubernetes/manifests/etcd.yaml",
             // The end of the run: what no `for:` undid.
             "unpause node-1",

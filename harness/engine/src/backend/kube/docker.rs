@@ -11,6 +11,11 @@ use super::error::DockerError;
 /// How long one docker command may take.
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// `crictl` with room to answer: it bounds each call to the runtime by 2 s unless told
+/// otherwise, and a node whose cores are saturated answers later (a `ps` that timed out would
+/// read as nothing running, a kill as done).
+pub(crate) const CRICTL: &str = "crictl --timeout 20s";
+
 /// The docker CLI (`$KUBECHAOS_DOCKER`, else `docker` on PATH).
 #[derive(Clone, Debug)]
 pub(crate) struct Docker {
@@ -120,5 +125,45 @@ impl Docker {
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A recording stand-in for the docker CLI: appends its arguments, one call a line, to a log.
+    pub(crate) fn stand_in() -> (tempfile::TempDir, Docker, PathBuf) {
+        stand_in_answering("")
+    }
+
+    /// The recording stand-in, which then runs `answer` (shell, with the arguments in `$@`).
+    pub(crate) fn stand_in_answering(answer: &str) -> (tempfile::TempDir, Docker, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("docker.log");
+        let bin = dir.path().join("docker");
+        std::fs::write(
+            &bin,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = __ready ] && exit 0\nprintf '%s\\n' \"$*\" >> {}\n{answer}\n",
+                log.display()
+            ),
+        )
+        .expect("stand-in");
+        std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        // A child forked by a test on another thread while the script was open for writing
+        // holds it open until it execs: running it then fails with ETXTBSY. Wait for that to pass.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::process::Command::new(&bin)
+            .arg("__ready")
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(Instant::now() < deadline, "the docker stand-in never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (dir, Docker::at(bin), log)
     }
 }

@@ -15,6 +15,8 @@
 //! `CLUSTER-external-load-balancer`, port 6443).
 
 pub(crate) use super::docker::Docker;
+use super::docker::CRICTL;
+use super::error::DockerError;
 
 use super::pod_agents::PodPlace;
 use super::provider::Provider;
@@ -338,6 +340,23 @@ impl Machines {
         self.docker(vec![s("exec"), s(node), s("sh"), s("-c"), script])
     }
 
+    /// Run a [`crictl_stop`] script in `node`: whether it stopped a container. One that found
+    /// none running is no error (it stopped nothing, and says so by `false`); one whose
+    /// runtime did not answer is.
+    fn exec_stop(&mut self, node: &str, script: String) -> bool {
+        match self
+            .docker
+            .run(&[s("exec"), s(node), s("sh"), s("-c"), script])
+        {
+            Ok(_) => true,
+            Err(DockerError::Failed { status, .. }) if status.code() == Some(NONE_RUNNING) => false,
+            Err(e) => {
+                self.errors.push(kubechaos_core::error::chain(&e));
+                false
+            }
+        }
+    }
+
     /// The control-plane nodes: every one (`None`), or the Nth.
     fn control_plane_of(&self, which: Option<usize>) -> Vec<&NodeMachine> {
         let cp = self.control_plane();
@@ -403,10 +422,8 @@ impl Machines {
                     }
                     // Graceful: in the background, so that a slow shutdown does not hold the
                     // run up (kubelet also stops a pod whose manifest is gone).
-                    let stop = format!(
-                        "crictl ps -q --name '^{pod}$' | xargs -r crictl stop --timeout {}",
-                        if graceful { 30 } else { 0 }
-                    );
+                    let stop =
+                        crictl_stop(&format!("--name '^{pod}$'"), if graceful { 30 } else { 0 });
                     if graceful {
                         script.push_str(&format!("({stop} >/dev/null 2>&1 &)"));
                         if self.exec(&node, script) && hold {
@@ -422,10 +439,10 @@ impl Machines {
                                 node: node.clone(),
                                 pod,
                             });
-                            self.exec(&node, format!("{stop} >/dev/null 2>&1; for i in $(seq 40); do crictl ps -q --state running --name '^{pod}$' | grep -q . || exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after its manifest was moved out' >&2; exit 1"));
+                            self.exec(&node, format!("{stop} >/dev/null 2>&1; for i in $(seq 40); do left=$({CRICTL} ps -q --state running --name '^{pod}$') && [ -z \"$left\" ] && exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after its manifest was moved out' >&2; exit 1"));
                         }
                     } else {
-                        self.exec(&node, stop);
+                        self.exec_stop(&node, stop);
                     }
                 }
             }
@@ -646,13 +663,16 @@ impl Machines {
     }
 
     /// Kill a pod's container in its node container (`crictl stop --timeout 0`: SIGKILL);
-    /// its kubelet restarts it. Whether the command ran.
+    /// its kubelet restarts it. Whether a running container was found and stopped.
     pub(crate) fn kill_pod(&mut self, pod: &PodPlace) -> bool {
-        let script = format!(
-            "crictl ps -q --state running --label io.kubernetes.pod.namespace={} --label io.kubernetes.pod.name={} --name '^{}$' | xargs -r crictl stop --timeout 0",
-            pod.namespace, pod.name, pod.container
+        let script = crictl_stop(
+            &format!(
+                "--state running --label io.kubernetes.pod.namespace={} --label io.kubernetes.pod.name={} --name '^{}$'",
+                pod.namespace, pod.name, pod.container
+            ),
+            0,
         );
-        self.exec(&pod.node.clone(), script)
+        self.exec_stop(&pod.node.clone(), script)
     }
 
     /// Let traffic from `from` to `to` flow again.
@@ -801,45 +821,23 @@ pub(crate) fn describe(
     })
 }
 
+/// The exit status of a [`crictl_stop`] script that found no container running.
+const NONE_RUNNING: i32 = 3;
+
+/// A shell script (run in a node container) that stops, with `crictl stop --timeout GRACE`,
+/// the running containers that `crictl ps FILTER` lists; in a subshell of its own, it fails
+/// when `crictl ps` fails (a listing the runtime did not answer is not "nothing to stop") and
+/// exits [`NONE_RUNNING`] when none runs.
+fn crictl_stop(filter: &str, grace: u32) -> String {
+    format!(
+        "(ids=$({CRICTL} ps -q {filter}) || exit 1; [ -n \"$ids\" ] || {{ echo 'no running container matched' >&2; exit {NONE_RUNNING}; }}; {CRICTL} stop --timeout {grace} $ids)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::docker::tests::{stand_in, stand_in_answering};
     use super::*;
-    use std::path::PathBuf;
-    use std::time::{Duration, Instant};
-
-    /// A recording stand-in for the docker CLI: appends its arguments, one call a line, to a log.
-    pub(crate) fn stand_in() -> (tempfile::TempDir, Docker, PathBuf) {
-        stand_in_answering("")
-    }
-
-    /// The recording stand-in, which then runs `answer` (shell, with the arguments in `$@`).
-    fn stand_in_answering(answer: &str) -> (tempfile::TempDir, Docker, PathBuf) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log = dir.path().join("docker.log");
-        let bin = dir.path().join("docker");
-        std::fs::write(
-            &bin,
-            format!(
-                "#!/bin/sh\n[ \"$1\" = __ready ] && exit 0\nprintf '%s\\n' \"$*\" >> {}\n{answer}\n",
-                log.display()
-            ),
-        )
-        .expect("stand-in");
-        std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
-        // A child forked by a test on another thread while the script was open for writing
-        // holds it open until it execs: running it then fails with ETXTBSY. Wait for that to pass.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !std::process::Command::new(&bin)
-            .arg("__ready")
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            assert!(Instant::now() < deadline, "the docker stand-in never ran");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        (dir, Docker::at(bin), log)
-    }
 
     fn kind_nodes() -> Vec<NodeMachine> {
         vec![
@@ -906,13 +904,13 @@ mod tests {
         assert_eq!(
             calls(&log),
             [
-                "exec chaos-control-plane sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && (crictl ps -q --name '^kube-apiserver$' | xargs -r crictl stop --timeout 30 >/dev/null 2>&1 &)",
-                "exec chaos-control-plane sh -c crictl ps -q --name '^kube-scheduler$' | xargs -r crictl stop --timeout 0",
+                "exec chaos-control-plane sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/kubechaos-held/kube-apiserver.yaml && ((ids=$(crictl --timeout 20s ps -q --name '^kube-apiserver$') || exit 1; [ -n \"$ids\" ] || { echo 'no running container matched' >&2; exit 3; }; crictl --timeout 20s stop --timeout 30 $ids) >/dev/null 2>&1 &)",
+                "exec chaos-control-plane sh -c (ids=$(crictl --timeout 20s ps -q --name '^kube-scheduler$') || exit 1; [ -n \"$ids\" ] || { echo 'no running container matched' >&2; exit 3; }; crictl --timeout 20s stop --timeout 0 $ids)",
                 "exec chaos-control-plane sh -c mv /etc/kubernetes/kubechaos-held/kube-apiserver.yaml /etc/kubernetes/manifests/kube-apiserver.yaml",
                 // A hold without grace: the manifest out (the ledger has it), then the container
                 // stopped and waited for (kubelet stops it too).
                 "exec chaos-control-plane sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/kubechaos-held/kube-controller-manager.yaml",
-                "exec chaos-control-plane sh -c crictl ps -q --name '^kube-controller-manager$' | xargs -r crictl stop --timeout 0 >/dev/null 2>&1; for i in $(seq 40); do crictl ps -q --state running --name '^kube-controller-manager$' | grep -q . || exit 0; sleep 0.5; done; echo 'kube-controller-manager still runs 20 s after its manifest was moved out' >&2; exit 1",
+                "exec chaos-control-plane sh -c (ids=$(crictl --timeout 20s ps -q --name '^kube-controller-manager$') || exit 1; [ -n \"$ids\" ] || { echo 'no running container matched' >&2; exit 3; }; crictl --timeout 20s stop --timeout 0 $ids) >/dev/null 2>&1; for i in $(seq 40); do left=$(crictl --timeout 20s ps -q --state running --name '^kube-controller-manager$') && [ -z \"$left\" ] && exit 0; sleep 0.5; done; echo 'kube-controller-manager still runs 20 s after its manifest was moved out' >&2; exit 1",
                 "exec chaos-control-plane sh -c mv /etc/kubernetes/kubechaos-held/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-controller-manager.yaml",
             ]
         );
@@ -1101,7 +1099,7 @@ mod tests {
                 rule("-I", "FORWARD", down),
                 rule("-D", "INPUT", up),
                 rule("-D", "FORWARD", up),
-                "exec chaos-worker sh -c crictl ps -q --state running --label io.kubernetes.pod.namespace=ops --label io.kubernetes.pod.name=op-7d9f-abcde --name '^op$' | xargs -r crictl stop --timeout 0".to_owned(),
+                "exec chaos-worker sh -c (ids=$(crictl --timeout 20s ps -q --state running --label io.kubernetes.pod.namespace=ops --label io.kubernetes.pod.name=op-7d9f-abcde --name '^op$') || exit 1; [ -n \"$ids\" ] || { echo 'no running container matched' >&2; exit 3; }; crictl --timeout 20s stop --timeout 0 $ids)".to_owned(),
                 rule("-D", "FORWARD", down),
                 rule("-D", "OUTPUT", down),
             ]
@@ -1189,7 +1187,7 @@ mod tests {
             format!("exec {node} sh -c mkdir -p /etc/kubernetes/kubechaos-held && mv /etc/kubernetes/manifests/{pod}.yaml /etc/kubernetes/kubechaos-held/{pod}.yaml")
         };
         let stopped = |node: &str, pod: &str| {
-            format!("exec {node} sh -c crictl ps -q --name '^{pod}$' | xargs -r crictl stop --timeout 0 >/dev/null 2>&1; for i in $(seq 40); do crictl ps -q --state running --name '^{pod}$' | grep -q . || exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after its manifest was moved out' >&2; exit 1")
+            format!("exec {node} sh -c (ids=$(crictl --timeout 20s ps -q --name '^{pod}$') || exit 1; [ -n \"$ids\" ] || {{ echo 'no running container matched' >&2; exit 3; }}; crictl --timeout 20s stop --timeout 0 $ids) >/dev/null 2>&1; for i in $(seq 40); do left=$(crictl --timeout 20s ps -q --state running --name '^{pod}$') && [ -z \"$left\" ] && exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after its manifest was moved out' >&2; exit 1")
         };
         let back = |node: &str, pod: &str| {
             format!("exec {node} sh -c mv /etc/kubernetes/kubechaos-held/{pod}.yaml /etc/kubernetes/manifests/{pod}.yaml")
@@ -1304,5 +1302,56 @@ esac"#,
             "{:?}",
             m.errors
         );
+    }
+
+    /// The stop script, run by a real shell against a `crictl` stand-in: it stops what `ps`
+    /// lists, and fails where `ps` fails (a runtime too slow to answer) or lists nothing, so
+    /// that a kill that stopped nothing is never counted as done.
+    #[test]
+    fn a_stop_that_stopped_nothing_fails() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = |ps: &str| {
+            let crictl = dir.path().join("crictl");
+            std::fs::write(
+                &crictl,
+                format!(
+                    "#!/bin/sh\necho \"$*\" >> {0}/calls\ncase \"$*\" in *\" ps \"*) {ps} ;; esac\n",
+                    dir.path().display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&crictl, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            let _ = std::fs::remove_file(dir.path().join("calls"));
+            let code = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(crictl_stop("--state running --name '^op$'", 0))
+                .env(
+                    "PATH",
+                    format!(
+                        "{}:{}",
+                        dir.path().display(),
+                        std::env::var("PATH").unwrap()
+                    ),
+                )
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .code();
+            let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap_or_default();
+            (code, calls)
+        };
+        let (code, calls) = run("echo 4f2a; echo 9b1c");
+        assert_eq!(code, Some(0));
+        assert_eq!(
+            calls,
+            "--timeout 20s ps -q --state running --name ^op$\n--timeout 20s stop --timeout 0 4f2a 9b1c\n"
+        );
+        let (code, calls) = run("echo 'context deadline exceeded' >&2; exit 1");
+        assert_eq!(code, Some(1));
+        assert!(!calls.contains(" stop "), "{calls}");
+        let (code, calls) = run("true");
+        assert_eq!(code, Some(NONE_RUNNING));
+        assert!(!calls.contains(" stop "), "{calls}");
     }
 }

@@ -458,9 +458,12 @@ fn changes(
         let s = mine.entry(key.clone()).or_default();
         s.place = PodPlace::of(namespace, pod);
         s.uid = pod.metadata.uid.clone().unwrap_or_default();
-        if s.incarnation == 0 {
-            s.by_runtime = runtime.is_some_and(|r| r.reads(&s.place.node));
-        }
+        // (a node whose runtime stopped answering is read no longer: its pods' status tells)
+        s.by_runtime = if s.incarnation == 0 {
+            runtime.is_some_and(|r| r.reads(&s.place.node))
+        } else {
+            s.by_runtime && runtime.is_some_and(|r| r.reads(&s.place.node))
+        };
         if s.by_runtime {
             let runs = runtime.map(|r| r.runs_of(&s.uid)).unwrap_or_default();
             if !s.candidate && (running || runs.iter().any(|r| r.started.is_some())) {
@@ -545,10 +548,9 @@ fn runtime_step(mine: &mut BTreeMap<String, Seen>, runtime: Option<&NodeRuntimes
         return Vec::new();
     };
     let mut out = Vec::new();
-    for (key, s) in mine
-        .iter_mut()
-        .filter(|(_, s)| s.by_runtime && s.candidate && !s.uid.is_empty())
-    {
+    for (key, s) in mine.iter_mut().filter(|(_, s)| {
+        s.by_runtime && s.candidate && !s.uid.is_empty() && runtime.reads(&s.place.node)
+    }) {
         out.extend(runtime_changes(process(key), s, &runtime.runs_of(&s.uid)));
     }
     out
@@ -944,6 +946,58 @@ mod tests {
                 at: When::Now,
             }]
         );
+    }
+
+    /// A pod on a node whose runtime does not answer `crictl` goes by its status through the
+    /// API: it runs, and is followed (on kind, both cores saturated, a leader whose container
+    /// the runtime could not list stayed "none of its agent's running pods" for a whole run,
+    /// and its leadership was never read).
+    #[test]
+    fn a_pod_on_a_node_whose_runtime_does_not_answer_goes_by_its_status() {
+        let (_dir, docker, _log) = crate::backend::kube::docker::tests::stand_in_answering(
+            r#"case "$*" in
+  *" ctr -n k8s.io events") exec sleep 60 ;;
+  "exec slow crictl "*) exit 1 ;;
+  *" ps -a -o json") echo '{"containers":[]}' ;;
+esac"#,
+        );
+        let rt = NodeRuntimes::follow(
+            docker,
+            vec!["slow".into(), "fine".into()],
+            ["ops".to_owned()].into(),
+        );
+        let on = |node: &str, name: &str| {
+            let mut p = pod(name, true, 0, false);
+            p.spec.as_mut().unwrap().node_name = Some(node.into());
+            p.metadata.uid = Some(format!("uid-{name}"));
+            p
+        };
+        let mut mine = BTreeMap::new();
+        let c = changes(
+            "ops",
+            &mut mine,
+            &[on("slow", "op-a"), on("fine", "op-b")],
+            Some(&rt),
+        );
+        let candidate = |name: &str| Change::Candidate {
+            pod: format!("ops/{name}"),
+            process: name.into(),
+        };
+        assert_eq!(
+            c,
+            [
+                candidate("op-a"),
+                started("op-a", 1),
+                Change::Follow {
+                    process: "op-a".into(),
+                    container: "op".into(),
+                    incarnation: 1
+                },
+                // (its start is for the runtime to tell)
+                candidate("op-b"),
+            ]
+        );
+        assert!(runtime_step(&mut mine, Some(&rt)).is_empty());
     }
 
     /// On kind, a pod's runs are what its node's runtime says, at its times, however long the

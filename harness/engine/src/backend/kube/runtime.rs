@@ -12,6 +12,10 @@
 //! - Each container is named once, the first time it is seen, by `crictl inspect`: its pod (the
 //!   kubelet's labels), its container and its restart count. Pod sandboxes are no container of
 //!   a pod's spec and are left out, and so are the pods of namespaces nobody asked about.
+//! - A node whose runtime does not answer `crictl` (each call given 20 s, asked three times: a
+//!   node with both cores saturated is slow) is read no longer: a run it cannot name may be a
+//!   pod's, so its pods are told by their status through the API from then on, to the second,
+//!   and the report says why. A call that failed never reads as "nothing ran".
 //! - Facts are kept by container and given out in the order of their times, not of their
 //!   arrival (containerd retries a publish that failed: an event can come late).
 //! - At the end of a run each stream is drained: a marker is published in each node (a
@@ -28,6 +32,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 
 use super::docker::Docker;
+use super::docker::CRICTL;
 
 /// The longest the end of a run waits for the nodes' streams to bring what happened before it.
 pub(crate) const DRAIN: Duration = Duration::from_secs(15);
@@ -244,7 +249,8 @@ impl NodeRuntimes {
                     }
                     lock(&known)
                         .broken
-                        .insert(node.clone(), "its event stream ended".to_owned());
+                        .entry(node.clone())
+                        .or_insert_with(|| "its event stream ended".to_owned());
                     known.1.notify_all();
                 });
         }
@@ -259,22 +265,21 @@ impl NodeRuntimes {
     }
 
     /// What ran before the streams: every container of the namespaces asked about, in every
-    /// node, as `crictl` lists and inspects it.
+    /// node, as `crictl` lists and inspects it. A node whose runtime could not tell (after
+    /// [`TRIES`] asks) is not read here: its pods are told by their status through the API
+    /// ([`NodeRuntimes::reads`]), and the report says why.
     fn read_what_ran(&self, namespaces: &BTreeSet<String>) {
         for node in &self.nodes {
-            let Ok(out) = self.docker.run(&[
-                "exec".into(),
-                node.clone(),
-                "crictl".into(),
-                "ps".into(),
-                "-a".into(),
-                "-o".into(),
-                "json".into(),
-            ]) else {
-                continue;
-            };
-            let Ok(doc) = serde_json::from_str::<serde_json::Value>(&out) else {
-                continue;
+            let listed = ask(&self.docker, node, &["ps", "-a", "-o", "json"]).and_then(|out| {
+                serde_json::from_str::<serde_json::Value>(&out)
+                    .map_err(|e| format!("`crictl ps -a -o json` gave no JSON: {e}"))
+            });
+            let doc = match listed {
+                Ok(doc) => doc,
+                Err(why) => {
+                    self.lose(node, format!("what ran before could not be listed: {why}"));
+                    continue;
+                }
             };
             let ids: Vec<String> = doc
                 .get("containers")
@@ -290,15 +295,34 @@ impl NodeRuntimes {
                 .filter_map(|c| c.get("id")?.as_str().map(str::to_owned))
                 .collect();
             for id in ids {
-                if let Some(run) = inspect(&self.docker, node, &id, namespaces) {
-                    let mut k = lock(&self.known);
-                    // (the stream may have told of it meanwhile: what it told stands)
-                    let entry = k.runs.entry(id).or_insert(run.clone());
-                    entry.started = entry.started.or(run.started);
-                    entry.exited = entry.exited.or(run.exited);
+                match inspect(&self.docker, node, &id, namespaces) {
+                    Ok(Some(run)) => {
+                        let mut k = lock(&self.known);
+                        // (the stream may have told of it meanwhile: what it told stands)
+                        let entry = k.runs.entry(id).or_insert(run.clone());
+                        entry.started = entry.started.or(run.started);
+                        entry.exited = entry.exited.or(run.exited);
+                    }
+                    Ok(None) => {}
+                    Err(why) => {
+                        self.lose(
+                            node,
+                            format!("a container that ran before could not be named: {why}"),
+                        );
+                        break;
+                    }
                 }
             }
         }
+    }
+
+    /// Stop reading `node` here, for `why`.
+    fn lose(&self, node: &str, why: String) {
+        lock(&self.known)
+            .broken
+            .entry(node.to_owned())
+            .or_insert(why);
+        self.known.1.notify_all();
     }
 
     /// Whether pods on `node` are followed here.
@@ -364,7 +388,9 @@ impl NodeRuntimes {
             .iter()
             .filter_map(|n| {
                 if let Some(why) = k.broken.get(n) {
-                    return Some(format!("{n}: {why}"));
+                    return Some(format!(
+                        "{n}: its container runtime is not read ({why}); its pods' starts and exits are their status's, to the second"
+                    ));
                 }
                 (!k.markers.contains(&format!("{n}/{marker}"))).then(|| {
                     format!(
@@ -394,23 +420,41 @@ fn lock(known: &(Mutex<Known>, Condvar)) -> std::sync::MutexGuard<'_, Known> {
     known.0.lock().expect("runtime lock")
 }
 
-/// `crictl inspect ID` in `node`, named ([`named`]).
+/// How many times a call to a node's runtime is made before it counts as failed.
+const TRIES: u32 = 3;
+
+/// `crictl ARGS` in `node` ([`CRICTL`]: with room to answer on a busy node), asked up to
+/// [`TRIES`] times: its output, or why the last ask failed.
+fn ask(docker: &Docker, node: &str, args: &[&str]) -> Result<String, String> {
+    let command: Vec<String> = ["exec", node]
+        .into_iter()
+        .chain(CRICTL.split_whitespace())
+        .chain(args.iter().copied())
+        .map(str::to_owned)
+        .collect();
+    let mut why = String::new();
+    for attempt in 1..=TRIES {
+        match docker.run(&command) {
+            Ok(out) => return Ok(out),
+            Err(e) => why = kubechaos_core::error::chain(&e),
+        }
+        if attempt < TRIES {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    Err(format!("{why} ({TRIES} tries)"))
+}
+
+/// `crictl inspect ID` in `node`, named ([`named`]): `Ok(None)` for what is no pod container
+/// asked about, `Err` when the runtime did not tell.
 fn inspect(
     docker: &Docker,
     node: &str,
     id: &str,
     namespaces: &BTreeSet<String>,
-) -> Option<ContainerRun> {
-    let out = docker
-        .run(&[
-            "exec".into(),
-            node.into(),
-            "crictl".into(),
-            "inspect".into(),
-            id.into(),
-        ])
-        .ok()?;
-    named(id, &out, namespaces)
+) -> Result<Option<ContainerRun>, String> {
+    let out = ask(docker, node, &["inspect", id])?;
+    Ok(named(id, &out, namespaces))
 }
 
 /// Take what a node's stream said.
@@ -437,11 +481,21 @@ fn take(
         let run = inspect(docker, node, &id, namespaces);
         let mut k = lock(known);
         match run {
-            Some(run) => {
+            Ok(Some(run)) => {
                 k.runs.entry(id.clone()).or_insert(run);
             }
-            None => {
+            Ok(None) => {
                 k.ignored.insert(id.clone());
+            }
+            Err(why) => {
+                // A run it cannot name may be a pod's: what this node's runtime says is no
+                // longer the whole story, and its pods go back to their status.
+                k.broken
+                    .entry(node.to_owned())
+                    .or_insert(format!("a container it told of could not be named: {why}"));
+                drop(k);
+                known.1.notify_all();
+                return;
             }
         }
     }
@@ -543,5 +597,51 @@ mod tests {
             None
         );
         assert_eq!(named("4f2a", "{}", &ops), None);
+    }
+
+    /// A node whose runtime does not answer `crictl` is not read as one where nothing ran: it
+    /// is read no longer (its pods go by their status) and the end of the run says why; a node
+    /// that answers is read. (Seen on kind with both cores saturated: `crictl`'s 2 s default
+    /// passed, the listing was skipped, and a running leader's pod was "none of its agent's
+    /// running pods" for the whole run.)
+    #[test]
+    fn a_runtime_that_does_not_answer_is_not_read_as_nothing_ran() {
+        let answer = r#"case "$*" in
+  *" ctr -n k8s.io events") exec sleep 60 ;;
+  "exec slow crictl --timeout 20s ps -a -o json") echo 'rpc error: code = DeadlineExceeded desc = context deadline exceeded' >&2; exit 1 ;;
+  "exec mute crictl --timeout 20s ps -a -o json") echo '{"containers":[{"id":"c1","labels":{"io.kubernetes.pod.namespace":"ops"}}]}' ;;
+  "exec mute crictl --timeout 20s inspect c1") exit 1 ;;
+  *" ps -a -o json") echo '{"containers":[]}' ;;
+  *" ctr namespaces "*) exit 1 ;;
+esac"#;
+        let (_dir, docker, log) = crate::backend::kube::docker::tests::stand_in_answering(answer);
+        let rt = NodeRuntimes::follow(
+            docker,
+            vec!["slow".into(), "mute".into(), "fine".into()],
+            ["ops".to_owned()].into(),
+        );
+        assert!(!rt.reads("slow"));
+        assert!(!rt.reads("mute"));
+        assert!(rt.reads("fine"));
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            calls.matches("exec slow crictl --timeout 20s ps").count(),
+            TRIES as usize,
+            "{calls}"
+        );
+        let unread = rt.drain();
+        assert!(
+            unread[0].starts_with(
+                "slow: its container runtime is not read (what ran before could not be listed: "
+            ) && unread[0].contains("context deadline exceeded")
+                && unread[0].ends_with(
+                    "(3 tries)); its pods' starts and exits are their status's, to the second"
+                ),
+            "{unread:?}"
+        );
+        assert!(
+            unread[1].starts_with("mute: its container runtime is not read (a container that ran before could not be named: "),
+            "{unread:?}"
+        );
     }
 }
