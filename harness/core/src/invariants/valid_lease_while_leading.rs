@@ -191,21 +191,48 @@ pub(super) fn judge(
             None,
         );
     };
-    // How long it went on: until it stopped leading or its process ended, or the run did.
+    // How long it went on: until it stopped leading or its process ended, or the Lease named
+    // it again, unexpired (from then its leading is valid again), or the run ended.
     let ended = tl.events[n..].iter().find_map(|e| match &e.kind {
         EventKind::LeadingStopped {
             lease,
             identity: id,
             ..
-        } if *lease == name && *id == identity => Some(e.t_ms),
+        } if *lease == name && *id == identity => {
+            Some((e.t_ms, format!("it stopped leading at {}", fmt_ms(e.t_ms))))
+        }
         EventKind::ProcessExited { process, .. } if process == identity_process(&identity) => {
-            Some(e.t_ms)
+            Some((e.t_ms, format!("it stopped leading at {}", fmt_ms(e.t_ms))))
+        }
+        EventKind::LeaseObserved {
+            lease,
+            holder: Some(h),
+            renew_ms,
+            duration_ms,
+            written_ms,
+            ..
+        } if *lease == name
+            && names(tl, &name, h, &identity)
+            && crate::events::lease_valid_until(*renew_ms, *written_ms, *duration_ms)
+                .is_some_and(|until| until > e.t_ms) =>
+        {
+            Some((
+                e.t_ms,
+                format!(
+                    "from {} the Lease named it again, unexpired (renewed at {}), and its leading was valid again",
+                    fmt_ms(e.t_ms),
+                    fmt_ms(renew_ms.unwrap_or(e.t_ms))
+                ),
+            ))
         }
         _ => None,
     });
-    let until = match ended {
-        Some(t) => format!("it stopped leading at {}", fmt_ms(t)),
-        None => format!("it still led when the run ended at {}", fmt_ms(tl.end_ms)),
+    let (ended, until) = match ended {
+        Some((t, said)) => (Some(t), said),
+        None => (
+            None,
+            format!("it still led when the run ended at {}", fmt_ms(tl.end_ms)),
+        ),
     };
     (
         false,
@@ -346,6 +373,51 @@ mod tests {
             message,
             "a-0_1 acted as leader of default/lock while the Lease had expired at 25.0s (renewed at 10.0s for 15.0s): still leading at 27.0s, beyond the tolerance of 2s; it still led when the run ended at 2m20.0s"
         );
+    }
+
+    /// A leader that goes on leading through an outage (issue 29: one replica, the API server
+    /// stopped at 20 s for 2 minutes) violates until the Lease names it again, unexpired: its
+    /// renewal at 2m24.9s ends the window, not the end of the run.
+    #[test]
+    fn a_violation_ends_when_the_lease_names_the_leader_unexpired_again() {
+        let i = ValidLeaseWhileLeading {
+            lease: LeaseRef {
+                namespace: "default".into(),
+                name: "lock".into(),
+            },
+            tolerance: std::time::Duration::from_secs(2),
+            min_terms: 1,
+        };
+        let events = [
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            lease(9_000, Some("a-0_1"), 9_000),
+            lease(18_000, Some("a-0_1"), 18_000),
+            // (the API server away from 20 s to 2m20s: nothing read)
+            lease(144_900, Some("a-0_1"), 144_900),
+            lease(160_000, Some("a-0_1"), 160_000),
+            ev(230_100, EventKind::RunEnded {}),
+        ];
+        let (held, message, when) = judge(&Timeline::new(&events), &i);
+        assert!(!held);
+        assert_eq!(when, Some((35_000, 144_900)));
+        assert_eq!(
+            message,
+            "a-0_1 acted as leader of default/lock while the Lease had expired at 33.0s (renewed at 18.0s for 15.0s): still leading at 35.0s, beyond the tolerance of 2s; from 2m24.9s the Lease named it again, unexpired (renewed at 2m24.9s), and its leading was valid again"
+        );
+        // A Lease that names it but has expired already does not end it.
+        let mut stale = lease(144_900, Some("a-0_1"), 100_000);
+        stale.t_ms = 144_900;
+        let events = [
+            lease(900, Some("a-0_1"), 900),
+            started(1_000, "a-0_1"),
+            lease(9_000, Some("a-0_1"), 9_000),
+            lease(18_000, Some("a-0_1"), 18_000),
+            stale,
+            ev(230_100, EventKind::RunEnded {}),
+        ];
+        let (_, message, when) = judge(&Timeline::new(&events), &i);
+        assert_eq!(when, Some((35_000, 230_100)), "{message}");
     }
 
     /// Leading on after another took the Lease is a violation, even without a second report.

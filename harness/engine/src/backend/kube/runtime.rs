@@ -33,6 +33,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::docker::Docker;
 use super::docker::CRICTL;
+use super::error::DockerError;
 
 /// The longest the end of a run waits for the nodes' streams to bring what happened before it.
 pub(crate) const DRAIN: Duration = Duration::from_secs(15);
@@ -270,10 +271,12 @@ impl NodeRuntimes {
     /// ([`NodeRuntimes::reads`]), and the report says why.
     fn read_what_ran(&self, namespaces: &BTreeSet<String>) {
         for node in &self.nodes {
-            let listed = ask(&self.docker, node, &["ps", "-a", "-o", "json"]).and_then(|out| {
-                serde_json::from_str::<serde_json::Value>(&out)
-                    .map_err(|e| format!("`crictl ps -a -o json` gave no JSON: {e}"))
-            });
+            let listed = match ask(&self.docker, node, &["ps", "-a", "-o", "json"]) {
+                Ok(out) => serde_json::from_str::<serde_json::Value>(&out)
+                    .map_err(|e| format!("`crictl ps -a -o json` gave no JSON: {e}")),
+                Err(Untold::Failed(why)) => Err(why),
+                Err(Untold::NotFound) => Err("`crictl ps` found no runtime".to_owned()),
+            };
             let doc = match listed {
                 Ok(doc) => doc,
                 Err(why) => {
@@ -423,9 +426,19 @@ fn lock(known: &(Mutex<Known>, Condvar)) -> std::sync::MutexGuard<'_, Known> {
 /// How many times a call to a node's runtime is made before it counts as failed.
 const TRIES: u32 = 3;
 
+/// What a node's runtime did not tell.
+#[derive(Debug)]
+enum Untold {
+    /// It has no such container (a pod sandbox, whose events name it as a container: crictl
+    /// inspects containers only; or one removed since): nothing to name.
+    NotFound,
+    /// It did not answer, or failed: why, after [`TRIES`] asks.
+    Failed(String),
+}
+
 /// `crictl ARGS` in `node` ([`CRICTL`]: with room to answer on a busy node), asked up to
-/// [`TRIES`] times: its output, or why the last ask failed.
-fn ask(docker: &Docker, node: &str, args: &[&str]) -> Result<String, String> {
+/// [`TRIES`] times: its output, or what it did not tell.
+fn ask(docker: &Docker, node: &str, args: &[&str]) -> Result<String, Untold> {
     let command: Vec<String> = ["exec", node]
         .into_iter()
         .chain(CRICTL.split_whitespace())
@@ -436,25 +449,31 @@ fn ask(docker: &Docker, node: &str, args: &[&str]) -> Result<String, String> {
     for attempt in 1..=TRIES {
         match docker.run(&command) {
             Ok(out) => return Ok(out),
+            Err(DockerError::Failed { stderr, .. }) if stderr.contains("code = NotFound") => {
+                return Err(Untold::NotFound)
+            }
             Err(e) => why = kubechaos_core::error::chain(&e),
         }
         if attempt < TRIES {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
-    Err(format!("{why} ({TRIES} tries)"))
+    Err(Untold::Failed(format!("{why} ({TRIES} tries)")))
 }
 
 /// `crictl inspect ID` in `node`, named ([`named`]): `Ok(None)` for what is no pod container
-/// asked about, `Err` when the runtime did not tell.
+/// asked about (or no container: a sandbox), `Err` when the runtime did not tell.
 fn inspect(
     docker: &Docker,
     node: &str,
     id: &str,
     namespaces: &BTreeSet<String>,
 ) -> Result<Option<ContainerRun>, String> {
-    let out = ask(docker, node, &["inspect", id])?;
-    Ok(named(id, &out, namespaces))
+    match ask(docker, node, &["inspect", id]) {
+        Ok(out) => Ok(named(id, &out, namespaces)),
+        Err(Untold::NotFound) => Ok(None),
+        Err(Untold::Failed(why)) => Err(why),
+    }
 }
 
 /// Take what a node's stream said.
@@ -601,7 +620,8 @@ mod tests {
 
     /// A node whose runtime does not answer `crictl` is not read as one where nothing ran: it
     /// is read no longer (its pods go by their status) and the end of the run says why; a node
-    /// that answers is read. (Seen on kind with both cores saturated: `crictl`'s 2 s default
+    /// that answers is read, and one with no such container (a pod sandbox's events name it as a
+    /// container; crictl inspects containers only) has nothing to name. (Seen on kind with both cores saturated: `crictl`'s 2 s default
     /// passed, the listing was skipped, and a running leader's pod was "none of its agent's
     /// running pods" for the whole run.)
     #[test]
@@ -611,6 +631,8 @@ mod tests {
   "exec slow crictl --timeout 20s ps -a -o json") echo 'rpc error: code = DeadlineExceeded desc = context deadline exceeded' >&2; exit 1 ;;
   "exec mute crictl --timeout 20s ps -a -o json") echo '{"containers":[{"id":"c1","labels":{"io.kubernetes.pod.namespace":"ops"}}]}' ;;
   "exec mute crictl --timeout 20s inspect c1") exit 1 ;;
+  "exec fine crictl --timeout 20s ps -a -o json") echo '{"containers":[{"id":"s1","labels":{"io.kubernetes.pod.namespace":"ops"}}]}' ;;
+  "exec fine crictl --timeout 20s inspect s1") echo 'E1205 remote_runtime.go:657] "ContainerStatus from runtime service failed" err="rpc error: code = NotFound desc = an error occurred when try to find container \"s1\": not found"' >&2; exit 1 ;;
   *" ps -a -o json") echo '{"containers":[]}' ;;
   *" ctr namespaces "*) exit 1 ;;
 esac"#;
@@ -622,8 +644,15 @@ esac"#;
         );
         assert!(!rt.reads("slow"));
         assert!(!rt.reads("mute"));
+        // (a sandbox, or a container removed since: the runtime has nothing to name, once)
         assert!(rt.reads("fine"));
         let calls = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            calls
+                .matches("exec fine crictl --timeout 20s inspect s1")
+                .count(),
+            1
+        );
         assert_eq!(
             calls.matches("exec slow crictl --timeout 20s ps").count(),
             TRIES as usize,
