@@ -433,8 +433,9 @@ pub(crate) struct AgentArgs {
     #[arg(long, value_name = "NS/NAME")]
     pub(crate) lease: String,
     /// What to do on losing the lease: correct (be a candidate again), give-up (the elector
-    /// returns and nothing restarts it), stuck-on-stop (stopping a module blocks forever).
-    #[arg(long, default_value = "correct", value_parser = ["correct", "give-up", "stuck-on-stop"])]
+    /// returns and nothing restarts it), stuck-on-stop (stopping a module blocks forever), exit
+    /// (exit 1, as a controller-runtime manager does: its kubelet starts it again).
+    #[arg(long, default_value = "correct", value_parser = ["correct", "give-up", "stuck-on-stop", "exit"])]
     pub(crate) mode: String,
     /// Identity written into the Lease (default: HOSTNAME_RANDOM, as client-go programs do).
     #[arg(long)]

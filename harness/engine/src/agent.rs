@@ -25,6 +25,11 @@ pub struct AgentParams {
     pub identity: String,
     /// Behaviour on losing the lease.
     pub mode: AgentMode,
+    /// Instead of `mode`, return on losing the lease, for the process to exit: what a
+    /// controller-runtime manager does ("leader election lost", exit 1) and kube-scheduler,
+    /// left to its kubelet to start again (`kubechaos agent --mode exit`; not a scenario's mode:
+    /// the sim has no kubelet).
+    pub exit_on_loss: bool,
     /// Timestamps.
     pub clock: Arc<dyn Clock>,
     /// Jitter.
@@ -35,7 +40,8 @@ pub struct AgentParams {
     pub note: Box<dyn Fn(&str) + Send + Sync>,
 }
 
-/// Run an agent replica for as long as the process lives.
+/// Run an agent replica for as long as the process lives (until it loses its lease, with
+/// `exit_on_loss`).
 pub async fn run(p: AgentParams) {
     let mut elector = Elector::new(
         p.client,
@@ -50,6 +56,10 @@ pub async fn run(p: AgentParams) {
     loop {
         // The leader-only module: works until leadership is lost (the elector drops it then).
         elector.run(std::future::pending::<()>()).await;
+        if p.exit_on_loss {
+            (p.note)("lost the lease; exiting, as a controller-runtime manager does (\"leader election lost\")");
+            return;
+        }
         match p.mode {
             AgentMode::Correct => {
                 (p.note)("lost the lease; modules stopped; becoming a candidate again");

@@ -12,6 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 
+use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{Manifest, Pos};
 
 /// How long objects that the API server refuses are tried again.
@@ -213,6 +214,20 @@ pub(crate) struct Made {
     pub(crate) what: String,
 }
 
+impl Made {
+    /// A namespace the run made (for its agents, or for its probe pods).
+    pub(crate) fn namespace(client: &kube::Client, name: &str) -> Made {
+        Made {
+            api: Api::all_with(
+                client.clone(),
+                &kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            ),
+            name: name.to_owned(),
+            what: format!("Namespace {name}"),
+        }
+    }
+}
+
 /// The objects of `manifests`, Namespaces first, then in file order.
 fn items(manifests: &[Manifest]) -> Vec<Item<'_>> {
     let mut all: Vec<Item<'_>> = Vec::new();
@@ -266,7 +281,7 @@ pub(crate) async fn create(
         if refused.is_some() || waited_out {
             let (item, why) = failed.remove(refused.unwrap_or(0));
             let mut e = item.error(why);
-            e.undone = delete(made).await;
+            e.undone = delete(made).await.0;
             return Err(e);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -275,17 +290,76 @@ pub(crate) async fn create(
 }
 
 /// Delete what a run made, last made first (a Namespace last: it takes its objects with it).
-/// Returns a sentence for each.
-pub(crate) async fn delete(made: Vec<Made>) -> Vec<String> {
+/// Returns a sentence for each, and what was deleted, to wait for with [`gone`]. An object
+/// that owns others (a Deployment) is deleted in the foreground: it is gone once its
+/// ReplicaSets and their pods are.
+pub(crate) async fn delete(made: Vec<Made>) -> (Vec<String>, Vec<Made>) {
     let mut said = Vec::new();
+    let mut deleted = Vec::new();
     for m in made.into_iter().rev() {
-        match m.api.delete(&m.name, &DeleteParams::background()).await {
-            Ok(_) => said.push(format!("deleted {} it created", m.what)),
+        let how = if m.what.starts_with("Namespace ") {
+            DeleteParams::background()
+        } else {
+            DeleteParams::foreground()
+        };
+        match m.api.delete(&m.name, &how).await {
+            Ok(_) => {
+                said.push(format!("deleted {} it created", m.what));
+                deleted.push(m);
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => said.push(format!("could not delete {}: {e}", m.what)),
         }
     }
-    said
+    (said, deleted)
+}
+
+/// How long the end of a run waits for what it deleted to be gone (a namespace takes its
+/// pods' grace periods and the namespace controller's passes; a controller-manager that lost
+/// its lease in the run may be restarting meanwhile).
+pub(crate) const GONE_WAIT: Duration = Duration::from_secs(120);
+
+/// Wait until every object of `deleted` is gone (read through the API), for up to
+/// [`GONE_WAIT`], saying every 10 s what is still there: a run that ends leaves nothing of its
+/// own running behind it. Returns a sentence naming what was still there, if anything.
+pub(crate) async fn gone(deleted: Vec<Made>, progress: &mut dyn Progress) -> Option<String> {
+    let started = tokio::time::Instant::now();
+    let mut left = deleted;
+    let mut told = started;
+    loop {
+        let mut still = Vec::new();
+        for m in left {
+            // An answer other than "not found" (the API server away a moment) counts as there.
+            if !matches!(m.api.get_opt(&m.name).await, Ok(None)) {
+                still.push(m);
+            }
+        }
+        left = still;
+        if left.is_empty() {
+            return None;
+        }
+        let names = left
+            .iter()
+            .map(|m| m.what.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let now = tokio::time::Instant::now();
+        if now >= started + GONE_WAIT {
+            return Some(format!(
+                "still going {}s after it was deleted: {names} (its controllers, the namespace controller and the garbage collector, finish it)",
+                GONE_WAIT.as_secs()
+            ));
+        }
+        if now >= told + Duration::from_secs(10) {
+            told = now;
+            progress.say(&format!(
+                "waiting for what the run made to be gone: {names} ({}s of up to {}s)",
+                (now - started).as_secs(),
+                GONE_WAIT.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Apply every object of `manifests`; returns what was applied (`Kind NS/NAME`), in order.

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use super::{runtime, End};
 use crate::cli::AgentArgs;
-use crate::failure::Verdict;
 use kubechaos_core::scenario::AgentMode;
 
 /// `kubechaos agent`: compete for a Lease until killed, reporting leadership as JSON lines.
@@ -56,6 +55,7 @@ pub fn agent(args: &AgentArgs) -> End {
             name: name.to_owned(),
             identity: identity.clone(),
             mode,
+            exit_on_loss: args.mode == "exit",
             clock: std::sync::Arc::new(kubechaos_engine::clock::SystemClock),
             rng: kubechaos_engine::clock::Rng::new(nanos, &identity),
             reporter: std::sync::Arc::new(kubechaos_engine::agent::JsonLinesReporter),
@@ -69,6 +69,10 @@ pub fn agent(args: &AgentArgs) -> End {
             }),
         })
         .await;
-        Ok(Verdict::Held)
-    })
+        Ok::<(), crate::failure::Failure>(())
+    })?;
+    // It returns only with --mode exit, once it lost its lease: exit 1, as a manager does.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(1)
 }

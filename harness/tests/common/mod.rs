@@ -186,16 +186,22 @@ pub fn evidence_scenario() -> PathBuf {
 }
 
 /// The verdicts that scenario gives on an idle machine, whatever the backend: every invariant
-/// of the correct agent held, the give-up one caught (exit 1) and only it.
+/// of the correct agent held, and of the one whose identity is its pod's name (it exits and its
+/// restarted container takes the Lease back under that name), the give-up one caught (exit 1)
+/// and only it.
 pub fn assert_evidence_verdicts(code: i32, text: &str) {
     let lock = "reference-agent/reference-agent-lock";
     let give_up = "reference-agent/give-up-lock";
+    let pod_name = "reference-agent/pod-name-lock";
     let expected = [
         format!("PASS  leader-reacquired {lock}: held by reference-agent-"),
         format!("PASS  single-leader {lock}: never two leaders at once"),
         format!("PASS  valid-lease-while-leading {lock}: every leader's Lease named it"),
         format!("FAIL  leader-reacquired {give_up}: lease {give_up} was not re-acquired"),
         format!("PASS  single-leader {give_up}"),
+        format!("PASS  leader-reacquired {pod_name}: held by pod-name-agent-"),
+        format!("PASS  single-leader {pod_name}: never two leaders at once"),
+        format!("PASS  valid-lease-while-leading {pod_name}: every leader's Lease named it"),
     ];
     let mut problems: Vec<String> = expected
         .iter()

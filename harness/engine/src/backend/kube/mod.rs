@@ -673,7 +673,9 @@ impl Kube {
             Ok(a) => a,
             Err(e) => {
                 interrupt.stop();
-                rt.block_on(restore(&client, self.created_namespace, &self.created));
+                let (_, deleted) =
+                    rt.block_on(restore(&client, self.created_namespace, &self.created));
+                rt.block_on(crate::manifests::gone(deleted, progress));
                 return Err(e.into());
             }
         };
@@ -723,8 +725,14 @@ impl Kube {
                 if let Some(a) = agents.take() {
                     said.push(rt.block_on(a.down()));
                 }
-                said.extend(rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made))));
-                said.push(rt.block_on(restore(&client, self.created_namespace, &self.created)));
+                let (deleted, mut going) =
+                    rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made)));
+                said.extend(deleted);
+                let (through_api, namespaces) =
+                    rt.block_on(restore(&client, self.created_namespace, &self.created));
+                said.push(through_api);
+                going.extend(namespaces);
+                said.extend(rt.block_on(crate::manifests::gone(going, progress)));
                 let restored = format!("restored: {}", said.join("; "));
                 if let Some(problem) = refusal {
                     progress.say(&restored);
@@ -928,11 +936,16 @@ impl Backend for Kube {
                 }
             }
         }
-        restored.extend(rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made))));
-        let through_api = rt.block_on(restore(&client, self.created_namespace, &self.created));
+        let (deleted, mut going) =
+            rt.block_on(crate::manifests::delete(std::mem::take(&mut self.made)));
+        restored.extend(deleted);
+        let (through_api, namespaces) =
+            rt.block_on(restore(&client, self.created_namespace, &self.created));
         if restored.is_empty() || through_api != NOTHING_TO_UNDO {
             restored.push(through_api);
         }
+        going.extend(namespaces);
+        restored.extend(rt.block_on(crate::manifests::gone(going, progress)));
         let restored = format!("restored: {}", restored.join("; "));
         progress.say(&restored);
         self.rt = Some(rt);
@@ -1200,12 +1213,14 @@ async fn own_leases(
 const NOTHING_TO_UNDO: &str = "nothing to undo through the API";
 
 /// Delete what the run created (probe pods; the namespace if it made it; the agents' Leases and
-/// namespaces it made) and say what was restored and what was left.
+/// namespaces it made) and say what was restored and what was left; the namespaces deleted are
+/// returned, to wait for with [`crate::manifests::gone`].
 async fn restore(
     client: &kube::Client,
     created_namespace: bool,
     (namespaces, leases): &(Vec<String>, Vec<LeaseRef>),
-) -> String {
+) -> (String, Vec<crate::manifests::Made>) {
+    let mut deleted = Vec::new();
     let pods = Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE);
     let managed = ListParams::default().labels("app.kubernetes.io/managed-by=kubechaos");
     let mut said = Vec::new();
@@ -1232,9 +1247,12 @@ async fn restore(
             .delete(PROBE_NAMESPACE, &DeleteParams::default())
             .await
         {
-            Ok(_) => said.push(format!(
-                "deleted the namespace {PROBE_NAMESPACE} it created"
-            )),
+            Ok(_) => {
+                said.push(format!(
+                    "deleted the namespace {PROBE_NAMESPACE} it created"
+                ));
+                deleted.push(crate::manifests::Made::namespace(client, PROBE_NAMESPACE));
+            }
             Err(e) => said.push(format!(
                 "could not delete the namespace {PROBE_NAMESPACE}: {e}"
             )),
@@ -1256,7 +1274,10 @@ async fn restore(
             .delete(ns, &DeleteParams::default())
             .await
         {
-            Ok(_) => said.push(format!("deleted the namespace {ns} it made for its agents")),
+            Ok(_) => {
+                said.push(format!("deleted the namespace {ns} it made for its agents"));
+                deleted.push(crate::manifests::Made::namespace(client, ns));
+            }
             Err(e) => said.push(format!("could not delete the namespace {ns}: {e}")),
         }
     }
@@ -1281,11 +1302,12 @@ async fn restore(
             ));
         }
     }
-    if said.is_empty() {
+    let said = if said.is_empty() {
         NOTHING_TO_UNDO.to_owned()
     } else {
         said.join("; ")
-    }
+    };
+    (said, deleted)
 }
 
 #[cfg(test)]

@@ -773,7 +773,21 @@ async fn follow_log(
     // Said once: its reports and `leading:` lines cannot be read (the kubelet does not serve
     // its log), rather than a silence that looks like a quiet program.
     let mut said = false;
+    // The incarnation whose log the kubelet serves now, as the pod's status says: through an
+    // API outage the container may have exited and been started again, and the log opened
+    // once the API server answers is then the next incarnation's. Read as this one's, its
+    // lines would place this one's exit after lines it never wrote (seen: a leader that exited
+    // on its lost lease judged to have led on an expired Lease).
+    let served = || async {
+        api.get(&name)
+            .await
+            .ok()
+            .and_then(|pod| Some(first_status(&pod)?.restart_count.max(0) as u32 + 1))
+    };
     while current() {
+        if served().await.is_some_and(|n| n > incarnation) {
+            break;
+        }
         let params = LogParams {
             container: Some(container.clone()),
             follow: true,
@@ -813,9 +827,13 @@ async fn follow_log(
     }
     // It no longer runs: the rest of its log, while the kubelet still serves it (its own, or
     // the previous one of its container once the next incarnation runs).
-    let previous = match now_seen() {
-        Some(s) if s.incarnation == incarnation => false,
-        Some(s) if s.incarnation == incarnation + 1 => true,
+    let now = match served().await {
+        Some(n) => Some(n),
+        None => now_seen().map(|s| s.incarnation),
+    };
+    let previous = match now {
+        Some(n) if n == incarnation => false,
+        Some(n) if n == incarnation + 1 => true,
         _ => return,
     };
     let params = LogParams {

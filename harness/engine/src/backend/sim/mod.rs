@@ -632,6 +632,7 @@ fn start(
                         name: lease.name.clone(),
                         identity: p.identity(inc),
                         mode,
+                        exit_on_loss: false,
                         clock: p.clock.clone(),
                         rng: p.rng(inc),
                         reporter: Arc::new(RecorderReporter(p.recorder.clone())),
