@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 mod common;
 use common::{play_scenario_with, repo};
@@ -40,7 +41,7 @@ struct Kind {
 /// What a play must leave of the cluster as it found it (see [`Kind::state`]).
 #[derive(Debug, PartialEq, Eq)]
 struct State {
-    /// Every namespace, with its phase.
+    /// Every namespace.
     namespaces: BTreeSet<String>,
     /// Every pod outside kube-system (`NAMESPACE/NAME`): kube-system's restart under faults.
     pods: BTreeSet<String>,
@@ -278,33 +279,42 @@ impl Kind {
         out
     }
 
-    /// The namespaces and the pods outside kube-system. Not waited for: a run waits until what
-    /// it deleted is gone before it ends (a namespace still terminating after a play is
-    /// something it left).
+    /// The namespaces and the pods outside kube-system, once no namespace is being deleted
+    /// (a run waits up to 2 minutes for what it deleted to be gone, and says what was not;
+    /// waited for here up to 2 minutes more, as before a run waited: a saturated kind node's
+    /// namespace controller has taken longer).
     fn state(&self) -> State {
-        let namespaces = self
-            .kubectl_ok(&[
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = self.kubectl_ok(&[
                 "get",
                 "namespaces",
                 "-o",
                 "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}",
-            ])
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        let pods = self
-            .kubectl_ok(&[
-                "get",
-                "pods",
-                "-A",
-                "-o",
-                "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
-            ])
-            .lines()
-            .filter(|l| !l.starts_with("kube-system/"))
-            .map(str::to_owned)
-            .collect();
-        State { namespaces, pods }
+            ]);
+            let going = out.lines().any(|l| l.ends_with(" Terminating"));
+            if !going || Instant::now() > deadline {
+                let namespaces = out
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next())
+                    .map(str::to_owned)
+                    .collect();
+                let pods = self
+                    .kubectl_ok(&[
+                        "get",
+                        "pods",
+                        "-A",
+                        "-o",
+                        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+                    ])
+                    .lines()
+                    .filter(|l| !l.starts_with("kube-system/"))
+                    .map(str::to_owned)
+                    .collect();
+                return State { namespaces, pods };
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
     }
 
     /// That the plays since `before` left the cluster as they found it: nothing in the nodes,

@@ -290,19 +290,16 @@ pub(crate) async fn create(
 }
 
 /// Delete what a run made, last made first (a Namespace last: it takes its objects with it).
-/// Returns a sentence for each, and what was deleted, to wait for with [`gone`]. An object
-/// that owns others (a Deployment) is deleted in the foreground: it is gone once its
-/// ReplicaSets and their pods are.
+/// Returns a sentence for each, and what was deleted, to wait for with [`gone`]. In the
+/// background, as `kubectl delete` does: a namespace's controller deletes what is in it itself,
+/// whereas an object deleted in the foreground waits for the garbage collector, which after a
+/// controller-manager's restart resyncs first (seen on kind with both cores saturated: a
+/// namespace still terminating with all its pods 2 minutes after the run).
 pub(crate) async fn delete(made: Vec<Made>) -> (Vec<String>, Vec<Made>) {
     let mut said = Vec::new();
     let mut deleted = Vec::new();
     for m in made.into_iter().rev() {
-        let how = if m.what.starts_with("Namespace ") {
-            DeleteParams::background()
-        } else {
-            DeleteParams::foreground()
-        };
-        match m.api.delete(&m.name, &how).await {
+        match m.api.delete(&m.name, &DeleteParams::background()).await {
             Ok(_) => {
                 said.push(format!("deleted {} it created", m.what));
                 deleted.push(m);
