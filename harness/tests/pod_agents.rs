@@ -351,7 +351,8 @@ fn a_selector_that_matches_no_pod_ends_the_start() {
 /// Verdicts that hold on a busy machine (issue 36): the correct reference agent through its
 /// leader cut off, killed and an API outage, one whose identity is its pod's name and that
 /// exits on losing its lease (its container started again in the same pod), and a give-up one
-/// through the outage, on an idle machine. The delayed and saturated plays below must give the same verdicts.
+/// through the outage, on an idle machine. The delayed and saturated plays below must give the
+/// same verdicts.
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn the_evidence_scenario_gives_its_verdicts_idle() {

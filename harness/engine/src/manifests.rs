@@ -2,7 +2,7 @@
 //! they are applied before time zero (server-side apply, field manager `kubechaos`), as
 //! `kubectl apply --server-side` does; on an existing cluster (kube) each is created unless it
 //! exists (what exists is the cluster's and is not changed) and what was created is deleted at
-//! the end.
+//! the end and waited for until it is gone ([`gone`]).
 //! Namespaces go first; an object whose kind is not served yet (a CRD just applied) or whose
 //! namespace is being made is tried again for up to [`APPLY_WAIT`].
 

@@ -6,7 +6,8 @@ use super::{runtime, End};
 use crate::cli::AgentArgs;
 use kubechaos_core::scenario::AgentMode;
 
-/// `kubechaos agent`: compete for a Lease until killed, reporting leadership as JSON lines.
+/// `kubechaos agent`: compete for a Lease until killed (with `--mode exit`, until it loses the
+/// Lease: exit 1), reporting leadership as JSON lines.
 pub fn agent(args: &AgentArgs) -> End {
     let (namespace, name) = super::lease_arg("agent", &args.lease, "default/agent-lock")?;
     let mode = match args.mode.as_str() {

@@ -675,7 +675,9 @@ impl Kube {
                 interrupt.stop();
                 let (_, deleted) =
                     rt.block_on(restore(&client, self.created_namespace, &self.created));
-                rt.block_on(crate::manifests::gone(deleted, progress));
+                if let Some(left) = rt.block_on(crate::manifests::gone(deleted, progress)) {
+                    progress.say(&left);
+                }
                 return Err(e.into());
             }
         };
