@@ -78,14 +78,24 @@ pub fn read_report(line: &str) -> Report {
 /// read late is placed where it belongs, so that a verdict does not turn on how quickly
 /// kubechaos reads (a busy machine, a slow API server), and the lag is in the events file for
 /// the report to tell ([`largest_lag`]).
+///
+/// Where its source tells a time only coarsely (a pod's status through the API: `startedAt` and
+/// `finishedAt` are whole seconds), the fact happened somewhere from `t_ms` to `t_ms +
+/// within_ms`: the invariants are judged with it at each end of that interval, and a verdict
+/// that turns on where in it the fact fell is "the evidence cannot tell"
+/// ([`crate::invariants::judge`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// Milliseconds since the start of the run (virtual on the sim, real elsewhere), when it
-    /// happened.
+    /// happened (the earliest it can have happened, where `within_ms` is set).
     pub t_ms: u64,
     /// When kubechaos read it (milliseconds since the start of the run), if later than `t_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_ms: Option<u64>,
+    /// It happened at most this long after `t_ms`: its source tells its time no finer (999 for a
+    /// time the API gives to the whole second). `None`: `t_ms` is when it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_ms: Option<u64>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -97,8 +107,14 @@ impl Event {
         Event {
             t_ms,
             read_ms: None,
+            within_ms: None,
             kind,
         }
+    }
+
+    /// The latest it can have happened.
+    pub fn latest_ms(&self) -> u64 {
+        self.t_ms + self.within_ms.unwrap_or(0)
     }
 
     /// When kubechaos read it.
@@ -343,6 +359,10 @@ pub enum EventKind {
         label: String,
         /// Whether it held.
         held: bool,
+        /// Not held because the evidence cannot tell (facts known only to the whole second put
+        /// it either way); neither a pass nor a violation.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cannot_tell: bool,
         /// The measured figure, or what was expected, seen and when.
         message: String,
         /// When its window opened, if it has one.
@@ -400,11 +420,19 @@ impl Recorder {
     /// clock): placed then, with the time it was read. A source time later than now (clocks a
     /// little apart) is now.
     pub fn record_from(&self, source_ms: u64, kind: EventKind) {
+        self.record_within(source_ms, None, kind);
+    }
+
+    /// Record a fact read now that its source places somewhere from `source_ms` to `source_ms +
+    /// within_ms` (a time told to the whole second): as [`Recorder::record_from`], with the
+    /// interval.
+    pub fn record_within(&self, source_ms: u64, within_ms: Option<u64>, kind: EventKind) {
         let now = (self.clock)();
         let t_ms = source_ms.min(now);
         self.push(Event {
             t_ms,
             read_ms: (now > t_ms).then_some(now),
+            within_ms: within_ms.map(|w| w.min(now - t_ms)).filter(|w| *w > 0),
             kind,
         });
     }
@@ -525,6 +553,7 @@ mod tests {
         let node = |t_ms| Event {
             t_ms,
             read_ms: None,
+            within_ms: None,
             kind: EventKind::NodeObserved {
                 node: "node-0".into(),
                 ready: true,
@@ -618,6 +647,7 @@ mod tests {
             Event {
                 t_ms: 0,
                 read_ms: None,
+                within_ms: None,
                 kind: EventKind::RunStarted {
                     scenario: "x".into(),
                     backend: "sim".into(),
@@ -629,6 +659,7 @@ mod tests {
             Event {
                 t_ms: 7,
                 read_ms: None,
+                within_ms: None,
                 kind: EventKind::LeaseObserved {
                     lease: "a/b".into(),
                     holder: Some("p_1".into()),
@@ -641,6 +672,7 @@ mod tests {
             Event {
                 t_ms: 9,
                 read_ms: None,
+                within_ms: None,
                 kind: EventKind::RunEnded {},
             },
         ];

@@ -40,6 +40,11 @@ impl Outcome {
         self.verdicts.iter().all(|v| v.held)
     }
 
+    /// Whether no invariant was violated and some could not be told (the others held).
+    pub fn cannot_tell(&self) -> bool {
+        !self.held() && self.verdicts.iter().all(|v| v.held || v.cannot_tell)
+    }
+
     /// The fact read the longest after it happened, and how long after.
     pub fn largest_lag(&self) -> Option<(u64, &Event)> {
         crate::events::largest_lag(&self.events)
@@ -67,10 +72,12 @@ fn with_verdicts(mut events: Vec<Event>, verdicts: &[Verdict]) -> Vec<Event> {
     events.extend(verdicts.iter().map(|v| Event {
         t_ms: end,
         read_ms: None,
+        within_ms: None,
         kind: EventKind::InvariantJudged {
             invariant: v.index,
             label: v.label.clone(),
             held: v.held,
+            cannot_tell: v.cannot_tell,
             message: v.message.clone(),
             anchor_ms: v.anchor_ms,
             deadline_ms: v.deadline_ms,

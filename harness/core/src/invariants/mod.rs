@@ -33,6 +33,10 @@ pub struct Verdict {
     /// `valid-lease-while-leading` with fewer leadership terms than `min-terms`): a failure,
     /// which the live view leaves open while the run lasts.
     pub no_evidence: bool,
+    /// Not held because the evidence cannot tell: it held with the facts known only to within
+    /// an interval (a pod's status times, whole seconds) at one end of their intervals and not
+    /// at the other ([`judge`]). Neither a pass nor a violation; the message says both.
+    pub cannot_tell: bool,
     /// When the window opened (ms since start), if the invariant has one.
     pub(crate) anchor_ms: Option<u64>,
     /// When the window closed (ms since start), if the invariant has one.
@@ -43,6 +47,22 @@ pub struct Verdict {
     /// `schedulable` (the probe bound). The figures the sim and the real control plane are
     /// compared on.
     pub took_ms: Option<u64>,
+}
+
+impl Verdict {
+    /// The verdict in a word, as the reports print it: `PASS`, `FAIL`, or `CANNOT TELL`.
+    pub fn word(&self) -> &'static str {
+        verdict_word(self.held, self.cannot_tell)
+    }
+}
+
+/// A verdict in a word: `PASS`, `FAIL`, or `CANNOT TELL` (the evidence could not tell).
+pub fn verdict_word(held: bool, cannot_tell: bool) -> &'static str {
+    match (held, cannot_tell) {
+        (true, _) => "PASS",
+        (false, true) => "CANNOT TELL",
+        (false, false) => "FAIL",
+    }
 }
 
 /// Facts derived from the timeline that several invariants use.
@@ -480,7 +500,148 @@ fn on_terms(
 }
 
 /// Judge every invariant of a scenario on a recorded timeline.
+///
+/// A fact whose source tells its time only to within an interval ([`Event::within_ms`]: a pod's
+/// start or exit from its status, to the whole second) is judged twice: with every such fact
+/// at the start of its interval (where it is recorded), and with every one at the end of its
+/// interval (as far as the order its process told allows: [`at_latest`]). Where the two
+/// verdicts differ, the evidence cannot tell, and the verdict says so with both readings and
+/// the facts in question instead of passing or failing. The sim's, the local backend's and a
+/// kind node's runtime's facts are exact: they are judged once.
 pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
+    let first = judge_placed(s, events);
+    if events.iter().all(|e| e.within_ms.is_none()) {
+        return first;
+    }
+    let latest = at_latest(s, events);
+    let last = judge_placed(s, &latest);
+    first
+        .into_iter()
+        .zip(last)
+        .map(|(a, b)| {
+            if a.held == b.held {
+                a
+            } else {
+                cannot_tell(a, b, events)
+            }
+        })
+        .collect()
+}
+
+/// The verdict of an invariant that held with the coarse facts at one end of their intervals
+/// (`a`: at their start, `b`: at their end) and not at the other.
+fn cannot_tell(a: Verdict, b: Verdict, events: &[Event]) -> Verdict {
+    use crate::events::{fact_text, fmt_ms};
+    let failed = if a.held { &b } else { &a };
+    let near = failed
+        .violated
+        .map(|v| v.0)
+        .or(failed.deadline_ms)
+        .unwrap_or(0);
+    let mut coarse: Vec<&Event> = events.iter().filter(|e| e.within_ms.is_some()).collect();
+    coarse.sort_by_key(|e| e.t_ms.abs_diff(near));
+    let shown: Vec<String> = coarse
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "{} at {} or up to {} ms later",
+                fact_text(&e.kind),
+                fmt_ms(e.t_ms),
+                e.within_ms.unwrap_or(0)
+            )
+        })
+        .collect();
+    let more = coarse.len().saturating_sub(shown.len());
+    let reading = |v: &Verdict| {
+        if v.held {
+            format!("held ({})", v.message)
+        } else {
+            format!("did not hold ({})", v.message)
+        }
+    };
+    Verdict {
+        held: false,
+        no_evidence: false,
+        cannot_tell: true,
+        message: format!(
+            "the evidence cannot tell: {}{}, told only to the whole second (a pod's status through the API); with each at the start of its second it {}, at its end it {}",
+            shown.join("; "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+            reading(&a),
+            reading(&b)
+        ),
+        violated: None,
+        took_ms: None,
+        ..a
+    }
+}
+
+/// The timeline with each fact known only to within an interval placed at the end of its
+/// interval, as far as the order its process told allows: a start no later than the next exact
+/// fact of its process (a line it printed, a Lease record in its name), an exit before its
+/// process's next start. Sorted by time. A fact of the run before (a line of the incarnation
+/// that exited) taken as a bound only keeps a start earlier: the second reading is then closer
+/// to the first, never beyond what happened.
+fn at_latest(s: &Scenario, events: &[Event]) -> Vec<Event> {
+    let tl = Timeline::new(events).with_pod_agents(s);
+    // Whether `e` is something `process` said or wrote: a line of it, a leadership report or a
+    // Lease record in its name (a pod's own identity, or kubechaos's `PROCESS_INCARNATION`).
+    let of = |e: &Event, process: &str| -> bool {
+        let named = |lease: &str, identity: &str| {
+            tl.holder_process(lease, identity) == process || identity_process(identity) == process
+        };
+        match &e.kind {
+            EventKind::ProcessNote { process: p, .. }
+            | EventKind::ReportRejected { process: p, .. } => p == process,
+            EventKind::LeadingStarted { lease, identity }
+            | EventKind::LeadingStopped {
+                lease, identity, ..
+            } => named(lease, identity),
+            EventKind::LeaseObserved {
+                lease,
+                holder: Some(h),
+                ..
+            } => named(lease, h),
+            _ => false,
+        }
+    };
+    let mut out = events.to_vec();
+    for (i, e) in events.iter().enumerate() {
+        let (Some(w), EventKind::ProcessStarted { process, .. }) = (e.within_ms, &e.kind) else {
+            continue;
+        };
+        let bound = events
+            .iter()
+            .filter(|x| x.within_ms.is_none() && x.t_ms >= e.t_ms)
+            .filter(|x| of(x, process))
+            .map(|x| x.t_ms)
+            .min();
+        out[i].t_ms = (e.t_ms + w).min(bound.unwrap_or(u64::MAX)).max(e.t_ms);
+    }
+    for (i, e) in events.iter().enumerate() {
+        let (Some(w), EventKind::ProcessExited { process, .. }) = (e.within_ms, &e.kind) else {
+            continue;
+        };
+        // Its process's next start, as just placed.
+        let next = events
+            .iter()
+            .enumerate()
+            .skip(i + 1)
+            .find(|(_, x)| matches!(&x.kind, EventKind::ProcessStarted { process: p, .. } if p == process))
+            .map(|(j, _)| out[j].t_ms);
+        let latest = match next {
+            Some(n) => (e.t_ms + w).min(n.saturating_sub(1)),
+            None => e.t_ms + w,
+        };
+        out[i].t_ms = latest.max(e.t_ms);
+    }
+    out.sort_by_key(|e| e.t_ms);
+    out
+}
+
+/// Judge every invariant on a timeline whose facts are placed.
+fn judge_placed(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
     let tl = Timeline::new(events).with_pod_agents(s);
     s.expect
         .iter()
@@ -532,6 +693,7 @@ pub fn judge(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
                 held,
                 message,
                 no_evidence: no_evidence_seen,
+                cannot_tell: false,
                 anchor_ms: window.map(|w| w.0),
                 deadline_ms: window.map(|w| w.1),
                 violated,
@@ -549,6 +711,7 @@ mod tests {
         Event {
             t_ms,
             read_ms: None,
+            within_ms: None,
             kind: EventKind::DeploymentObserved {
                 deployment: "kube-system/s".into(),
                 available,
@@ -1128,5 +1291,142 @@ expect:
         );
         let (held, _) = judge_available(&events[..2], 10_000);
         assert!(!held);
+    }
+
+    /// Issue 36: where only the API tells a pod's exit (its status: whole seconds), a verdict
+    /// that turns on where in that second the exit fell is "the evidence cannot tell", with the
+    /// second, instead of a pass or a fail. Told exactly, or far enough from the other facts,
+    /// the same timeline has a verdict.
+    #[test]
+    fn an_exit_told_to_the_second_that_decides_a_verdict_cannot_tell() {
+        let yaml = "name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+expect:
+  - single-leader: {lease: ops/op}
+";
+        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let leads = |t_ms: u64, identity: &str| {
+            at(
+                t_ms,
+                EventKind::LeadingStarted {
+                    lease: "ops/op".into(),
+                    identity: identity.into(),
+                },
+            )
+        };
+        // op-a leads from 10s; its exit is told as 30s (somewhere in 30.0s-30.999s); op-b
+        // says it leads at `b_leads`.
+        let events = |within: Option<u64>, b_leads: u64| {
+            let mut exit = at(
+                30_000,
+                EventKind::ProcessExited {
+                    process: "op-a".into(),
+                    reason: "its container restarted (restartCount 1)".into(),
+                },
+            );
+            exit.within_ms = within;
+            let mut events = vec![
+                at(
+                    0,
+                    EventKind::ProcessStarted {
+                        process: "op-a".into(),
+                        incarnation: 1,
+                    },
+                ),
+                leads(10_000, "op-a_1"),
+                exit,
+                leads(b_leads, "op-b_1"),
+                at(60_000, EventKind::RunEnded {}),
+            ];
+            events.sort_by_key(|e| e.t_ms);
+            events
+        };
+        let v = judge(&s, &events(Some(999), 30_500));
+        assert!(
+            !v[0].held && v[0].cannot_tell && !v[0].no_evidence,
+            "{:?}",
+            v[0]
+        );
+        assert_eq!(v[0].word(), "CANNOT TELL");
+        assert!(
+            v[0].message
+                .starts_with("the evidence cannot tell: op-a exited at 30.0s or up to 999 ms later, told only to the whole second"),
+            "{}",
+            v[0].message
+        );
+        assert!(
+            v[0].message.contains("it held (never two leaders"),
+            "{}",
+            v[0].message
+        );
+        assert!(
+            v[0].message
+                .contains("at its end it did not hold (two candidates acted as leader"),
+            "{}",
+            v[0].message
+        );
+        // The exit told exactly: it held.
+        let v = judge(&s, &events(None, 30_500));
+        assert!(v[0].held && !v[0].cannot_tell, "{}", v[0].message);
+        // Whichever the exit's place in its second, op-b led after it: it held.
+        let v = judge(&s, &events(Some(999), 31_200));
+        assert!(v[0].held && !v[0].cannot_tell, "{}", v[0].message);
+        // And before it, whichever its place: a violation.
+        let v = judge(&s, &events(Some(999), 29_000));
+        assert!(!v[0].held && !v[0].cannot_tell, "{}", v[0].message);
+    }
+
+    /// A start told to the second is placed at its second's end only as far as its process
+    /// allows: never after the first thing that start said (it had started by then), and an exit
+    /// never after its process's next start.
+    #[test]
+    fn the_latest_placement_keeps_each_process_in_its_order() {
+        let yaml = "name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+expect:
+  - single-leader: {lease: ops/op}
+";
+        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let coarse = |t_ms: u64, kind: EventKind| Event {
+            within_ms: Some(999),
+            ..at(t_ms, kind)
+        };
+        let events = vec![
+            coarse(
+                5_000,
+                EventKind::ProcessStarted {
+                    process: "op-a".into(),
+                    incarnation: 1,
+                },
+            ),
+            at(
+                5_300,
+                EventKind::LeadingStarted {
+                    lease: "ops/op".into(),
+                    identity: "op-a_1".into(),
+                },
+            ),
+            coarse(
+                20_000,
+                EventKind::ProcessExited {
+                    process: "op-a".into(),
+                    reason: "x".into(),
+                },
+            ),
+            coarse(
+                20_001,
+                EventKind::ProcessStarted {
+                    process: "op-a".into(),
+                    incarnation: 2,
+                },
+            ),
+        ];
+        let late = at_latest(&s, &events);
+        let t = |i: usize| late.iter().find(|e| e.kind == events[i].kind).unwrap().t_ms;
+        assert_eq!(t(0), 5_300, "a start no later than the first thing it said");
+        assert_eq!(t(2), 20_999, "an exit before its process's next start");
+        assert_eq!(t(3), 21_000);
     }
 }

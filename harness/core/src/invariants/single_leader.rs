@@ -118,6 +118,7 @@ mod tests {
         Event {
             t_ms,
             read_ms: None,
+            within_ms: None,
             kind: EventKind::LeadingStarted {
                 lease: "default/lock".into(),
                 identity: identity.into(),
@@ -129,6 +130,7 @@ mod tests {
         Event {
             t_ms,
             read_ms: None,
+            within_ms: None,
             kind: EventKind::LeadingStopped {
                 lease: "default/lock".into(),
                 identity: identity.into(),
@@ -177,6 +179,7 @@ mod tests {
             Event {
                 t_ms: 80_000,
                 read_ms: None,
+                within_ms: None,
                 kind: EventKind::RunEnded {},
             },
         ]);

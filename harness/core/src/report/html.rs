@@ -799,6 +799,7 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
             invariant,
             label,
             held,
+            cannot_tell,
             message,
             anchor_ms,
             deadline_ms,
@@ -808,7 +809,7 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
         else {
             continue;
         };
-        let verdict = if *held { "PASS" } else { "FAIL" };
+        let verdict = crate::invariants::verdict_word(*held, *cannot_tell);
         // Two invariants of one Lease (one per outage, say) differ by their windows: the label
         // says where each opens.
         let shown = match anchor_ms {
@@ -858,7 +859,11 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
             held_n += 1;
         } else {
             violated_n += 1;
-            violations.push(format!("{label}: {message}"));
+            violations.push(if *cannot_tell {
+                format!("{label} (cannot tell): {message}")
+            } else {
+                format!("{label}: {message}")
+            });
         }
         lanes.push(lane);
     }
@@ -1160,6 +1165,7 @@ mod tests {
                     invariant: 0,
                     label: "schedulable".into(),
                     held: false,
+                    cannot_tell: false,
                     message: "never bound".into(),
                     anchor_ms: Some(10_000),
                     deadline_ms: Some(40_000),
@@ -1191,6 +1197,7 @@ mod tests {
                     invariant: 0,
                     label: "single-leader default/lock".into(),
                     held: false,
+                    cannot_tell: false,
                     message: "two candidates acted as leader at once".into(),
                     anchor_ms: None,
                     deadline_ms: None,
@@ -1227,6 +1234,7 @@ mod tests {
                     invariant,
                     label: "leader-reacquired client-go-agent/client-go-agent-lock".into(),
                     held: true,
+                    cannot_tell: false,
                     message: "held".into(),
                     anchor_ms: Some(anchor),
                     deadline_ms: Some(anchor + 30_000),

@@ -29,7 +29,11 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64) -> String {
                     } else {
                         let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
                         st.set_message(v.message.clone());
-                        st.set_type("violated");
+                        st.set_type(if v.cannot_tell {
+                            "cannot-tell"
+                        } else {
+                            "violated"
+                        });
                         st
                     };
                     let mut case = TestCase::new(v.label.clone(), status);

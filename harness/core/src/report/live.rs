@@ -168,7 +168,7 @@ pub fn view(st: &Status<'_>) -> View {
             let window = match watch {
                 // Decided by a violation; holds so far until the run ends (no term reported
                 // yet is no evidence only once the run has ended).
-                Watch::WholeRun if v.held || v.no_evidence => Window::Holding {
+                Watch::WholeRun if v.held || v.no_evidence || v.cannot_tell => Window::Holding {
                     until_ms: st.plan.duration.as_millis() as u64,
                 },
                 Watch::WholeRun => Window::Decided {

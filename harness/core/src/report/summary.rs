@@ -26,7 +26,8 @@ pub(crate) struct ScenarioSummary {
     pub(crate) name: String,
     /// Its file.
     pub(crate) file: String,
-    /// `held`, `violated`, or `error` (it could not run).
+    /// `held`, `violated`, `cannot-tell` (none violated, some the evidence could not tell), or
+    /// `error` (it could not run).
     pub(crate) result: &'static str,
     /// Wall seconds the run took.
     pub(crate) wall_seconds: f64,
@@ -63,6 +64,9 @@ pub(crate) struct InvariantSummary {
     pub(crate) label: String,
     /// Whether it held.
     pub(crate) held: bool,
+    /// Not held because the evidence could not tell (neither held nor violated).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) cannot_tell: bool,
     /// The measured figure, or what was expected, seen and when.
     pub(crate) message: String,
     /// How long after its anchor it held, in milliseconds (`leader-reacquired`, `schedulable`).
@@ -78,7 +82,13 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
             Ok(o) => ScenarioSummary {
                 name: e.scenario.name.clone(),
                 file: e.scenario.source.path.display().to_string(),
-                result: if o.held() { "held" } else { "violated" },
+                result: if o.held() {
+                    "held"
+                } else if o.cannot_tell() {
+                    "cannot-tell"
+                } else {
+                    "violated"
+                },
                 wall_seconds: o.wall.as_secs_f64(),
                 error: None,
                 events: e.events_path.map(|p| p.display().to_string()),
@@ -89,6 +99,7 @@ pub fn render(entries: &[Entry<'_>], backend: &str, seed: u64, exit_code: i32) -
                     .map(|v| InvariantSummary {
                         label: v.label.clone(),
                         held: v.held,
+                        cannot_tell: v.cannot_tell,
                         message: v.message.clone(),
                         took_ms: v.took_ms,
                     })

@@ -206,13 +206,7 @@ fn expiries(outcome: &Outcome) -> Vec<(u64, String, String)> {
 pub fn verdicts(outcome: &Outcome) -> String {
     let mut out = String::new();
     for v in &outcome.verdicts {
-        let _ = writeln!(
-            out,
-            "  {}  {}: {}",
-            if v.held { "PASS" } else { "FAIL" },
-            v.label,
-            v.message
-        );
+        let _ = writeln!(out, "  {}  {}: {}", v.word(), v.label, v.message);
     }
     // A lag of a second or more is said: with every fact placed at its source's time the
     // verdicts do not depend on it, and it tells a busy runner (or a slow API server) apart
@@ -257,6 +251,7 @@ mod tests {
         let seen = |t_ms: u64, renew: u64| Event {
             t_ms,
             read_ms: None,
+            within_ms: None,
             kind: EventKind::LeaseObserved {
                 lease: "kube-system/kube-scheduler".into(),
                 holder: Some("s-0_1".into()),
@@ -274,6 +269,7 @@ mod tests {
             Event {
                 t_ms: 60_000,
                 read_ms: None,
+                within_ms: None,
                 kind: EventKind::RunEnded {},
             },
         ];

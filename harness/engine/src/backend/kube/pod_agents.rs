@@ -378,7 +378,7 @@ fn first_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatu
 fn started_at(pod: &Pod) -> When {
     first_status(pod)
         .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
-        .map_or(When::Now, |t| When::At(t.0))
+        .map_or(When::Now, |t| When::Second(t.0))
 }
 
 /// When the first container's last run ended, as its status says (to the second): its state if
@@ -388,7 +388,7 @@ fn finished_at(pod: &Pod) -> When {
     c.and_then(|c| c.state.as_ref()?.terminated.as_ref())
         .or_else(|| c.and_then(|c| c.last_state.as_ref()?.terminated.as_ref()))
         .and_then(|t| t.finished_at.as_ref())
-        .map_or(When::Now, |t| When::At(t.0))
+        .map_or(When::Now, |t| When::Second(t.0))
 }
 
 /// Why a container that ran no longer runs, as its status says.

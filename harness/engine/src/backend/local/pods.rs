@@ -31,6 +31,10 @@ pub enum When {
     /// At this wall-clock time, told later: a pod's log line at its container runtime's
     /// timestamp, a container's start or exit as its node's runtime (or its status) says.
     At(k8s_openapi::jiff::Timestamp),
+    /// Somewhere in the whole second that begins at this wall-clock time: a container's start
+    /// or exit as its pod's status tells it through the API (`startedAt`, `finishedAt`: whole
+    /// seconds, truncated).
+    Second(k8s_openapi::jiff::Timestamp),
 }
 
 /// Told about what the processes do: starts, and every line they print.

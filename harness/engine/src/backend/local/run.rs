@@ -123,12 +123,18 @@ impl RecorderHooks {
         }
     }
 
-    /// Milliseconds since time zero of `at`.
+    /// Milliseconds since time zero of `at` (the earliest it can be).
     fn ms(&self, at: When) -> u64 {
         match at {
             When::Now => self.recorder.now_ms(),
-            When::At(t) => self.zero.ms_of(t),
+            When::At(t) | When::Second(t) => self.zero.ms_of(t),
         }
+    }
+
+    /// How long after [`Self::ms`] `at` can be: a whole second's rest, for a time told to the
+    /// second.
+    fn within(at: When) -> Option<u64> {
+        matches!(at, When::Second(_)).then_some(999)
     }
 
     /// Place a fact of incarnation `incarnation` of `process` that happened at `t`, in order
@@ -295,9 +301,11 @@ fn klog_lock(line: &str) -> Option<&str> {
 
 impl Hooks for RecorderHooks {
     fn started(&self, process: &str, incarnation: u32, at: When) {
-        let t = self.place(process, incarnation, Fact::Started, self.ms(at));
-        self.recorder.record_from(
+        let told = self.ms(at);
+        let t = self.place(process, incarnation, Fact::Started, told);
+        self.recorder.record_within(
             t,
+            Self::within(at).map(|w| (told + w).saturating_sub(t)),
             EventKind::ProcessStarted {
                 process: process.to_owned(),
                 incarnation,
@@ -306,9 +314,11 @@ impl Hooks for RecorderHooks {
     }
 
     fn exited(&self, process: &str, incarnation: u32, reason: &str, at: When) {
-        let t = self.place(process, incarnation, Fact::Exited, self.ms(at));
-        self.recorder.record_from(
+        let told = self.ms(at);
+        let t = self.place(process, incarnation, Fact::Exited, told);
+        self.recorder.record_within(
             t,
+            Self::within(at).map(|w| (told + w).saturating_sub(t)),
             EventKind::ProcessExited {
                 process: process.to_owned(),
                 reason: reason.to_owned(),
@@ -975,6 +985,37 @@ mod tests {
                 (38_999, "exit".to_owned()),
                 (39_000, "start #2".to_owned()),
             ]
+        );
+    }
+
+    /// A start or exit told by a pod's status (to the whole second) is recorded with the rest
+    /// of its second as its interval, counted from where it was placed; one told exactly has
+    /// none.
+    #[test]
+    fn a_time_told_to_the_second_is_recorded_as_an_interval() {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let recorder = Recorder::new(|| 60_000);
+        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        let t = |ms: i64| wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms);
+        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
+            .with_zero(realtime::Zero::at(wall0));
+        hooks.started("op-1", 1, When::Second(t(1_000)));
+        hooks.exited(
+            "op-1",
+            1,
+            "its container restarted",
+            When::Second(t(39_000)),
+        );
+        hooks.started("op-1", 2, When::At(t(39_400)));
+        let got: Vec<(u64, Option<u64>)> = recorder
+            .snapshot()
+            .iter()
+            .map(|e| (e.t_ms, e.within_ms))
+            .collect();
+        assert_eq!(
+            got,
+            [(1_000, Some(999)), (39_000, Some(999)), (39_400, None)]
         );
     }
 
