@@ -248,10 +248,12 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         duration_ms: Option<u64>,
         /// When the API server took the write that made this record, by its own clock: the
-        /// latest `time` of the Lease's `managedFields` (whole seconds: the start of its second),
-        /// where it is later than `renewTime`. A renewal held up on its way (a slow API server,
-        /// a busy node) counts from here: no other candidate can have seen it before
-        /// ([`lease_valid_until`]). Left out where nothing tells (the sim's API server).
+        /// latest `time` of the Lease's `managedFields` (whole seconds: the start of its second).
+        /// A renewal held up on its way (a slow API server, a busy node), taken later than its
+        /// `renewTime`, counts from here: no other candidate can have seen it before
+        /// ([`lease_valid_until`]); and the write had reached the API server by the end of this
+        /// second, however late kubechaos read it (`leader-reacquired`). Left out where nothing
+        /// tells (the sim's API server).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         written_ms: Option<u64>,
     },

@@ -609,8 +609,7 @@ impl Observer {
                 .flatten()
                 .filter_map(|f| f.time.as_ref())
                 .map(|t| self.since_start_ms(&t.0))
-                .max()
-                .filter(|w| now.1.is_none_or(|r| *w > r));
+                .max();
             let e = EventKind::LeaseObserved {
                 lease: key.clone(),
                 holder: now.0.clone(),
@@ -914,7 +913,7 @@ mod tests {
         );
         assert_eq!(
             written("2026-01-01T00:00:12.300000Z", "2026-01-01T00:00:12Z"),
-            None
+            Some(12_000)
         );
     }
 

@@ -997,6 +997,21 @@ expect:
         // The same renewal seen while it was valid is leadership.
         let v = judge(&s, &events(read_late(81_000)));
         assert!(v[0].held, "{}", v[0].message);
+        // Where the API server says when it took the write (its `managedFields` time, to the
+        // second), that is the bound, not kubechaos's reading: taken at the heal, refused
+        // however quickly it was read; taken in time, leadership however late kubechaos read
+        // it (a busy kubechaos reading more than a lease duration late once refused it).
+        let taken = |written: u64, read: u64| {
+            let mut e = read_late(read);
+            if let EventKind::LeaseObserved { written_ms, .. } = &mut e.kind {
+                *written_ms = Some(written);
+            }
+            e
+        };
+        let v = judge(&s, &events(taken(110_000, 110_100)));
+        assert!(!v[0].held, "{}", v[0].message);
+        let v = judge(&s, &events(taken(80_000, 139_000)));
+        assert!(v[0].held, "{}", v[0].message);
     }
 
     /// Found on the way (issue 36): a controller-runtime manager whose identity is its pod's

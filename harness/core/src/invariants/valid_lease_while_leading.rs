@@ -26,7 +26,7 @@ struct Seen {
     holder_since: u64,
     renew_ms: Option<u64>,
     duration_ms: Option<u64>,
-    /// When the API server took the record's write, where later than its `renewTime`.
+    /// When the API server took the record's write (to the second), where told.
     written_ms: Option<u64>,
 }
 
@@ -40,7 +40,10 @@ impl Seen {
     /// How the renewal that `valid_until` counts from is said.
     fn renewed(&self) -> String {
         let renewed = fmt_ms(self.renew_ms.unwrap_or(0));
-        match self.written_ms {
+        match self
+            .written_ms
+            .filter(|w| self.renew_ms.is_none_or(|r| *w > r))
+        {
             Some(w) => format!(
                 "renewed at {renewed}, taken by the API server at {},",
                 fmt_ms(w)
