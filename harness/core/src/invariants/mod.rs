@@ -608,7 +608,7 @@ fn at_latest(s: &Scenario, events: &[Event]) -> Vec<Event> {
     };
     let mut out = events.to_vec();
     for (i, e) in events.iter().enumerate() {
-        let (Some(w), EventKind::ProcessStarted { process, .. }) = (e.within_ms, &e.kind) else {
+        let (Some(_), EventKind::ProcessStarted { process, .. }) = (e.within_ms, &e.kind) else {
             continue;
         };
         let bound = events
@@ -617,10 +617,10 @@ fn at_latest(s: &Scenario, events: &[Event]) -> Vec<Event> {
             .filter(|x| of(x, process))
             .map(|x| x.t_ms)
             .min();
-        out[i].t_ms = (e.t_ms + w).min(bound.unwrap_or(u64::MAX)).max(e.t_ms);
+        out[i].t_ms = e.latest_ms().min(bound.unwrap_or(u64::MAX)).max(e.t_ms);
     }
     for (i, e) in events.iter().enumerate() {
-        let (Some(w), EventKind::ProcessExited { process, .. }) = (e.within_ms, &e.kind) else {
+        let (Some(_), EventKind::ProcessExited { process, .. }) = (e.within_ms, &e.kind) else {
             continue;
         };
         // Its process's next start, as just placed.
@@ -631,8 +631,8 @@ fn at_latest(s: &Scenario, events: &[Event]) -> Vec<Event> {
             .find(|(_, x)| matches!(&x.kind, EventKind::ProcessStarted { process: p, .. } if p == process))
             .map(|(j, _)| out[j].t_ms);
         let latest = match next {
-            Some(n) => (e.t_ms + w).min(n.saturating_sub(1)),
-            None => e.t_ms + w,
+            Some(n) => e.latest_ms().min(n.saturating_sub(1)),
+            None => e.latest_ms(),
         };
         out[i].t_ms = latest.max(e.t_ms);
     }
@@ -1308,19 +1308,24 @@ expect:
         assert!(!held);
     }
 
-    /// Issue 36: where only the API tells a pod's exit (its status: whole seconds), a verdict
-    /// that turns on where in that second the exit fell is "the evidence cannot tell", with the
-    /// second, instead of a pass or a fail. Told exactly, or far enough from the other facts,
-    /// the same timeline has a verdict.
-    #[test]
-    fn an_exit_told_to_the_second_that_decides_a_verdict_cannot_tell() {
+    /// A pod agent `op` judged by `single-leader` alone.
+    fn single_leader_of_pods() -> Scenario {
         let yaml = "name: t
 cluster:
   agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
 expect:
   - single-leader: {lease: ops/op}
 ";
-        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap()
+    }
+
+    /// Issue 36: where only the API tells a pod's exit (its status: whole seconds), a verdict
+    /// that turns on where in that second the exit fell is "the evidence cannot tell", with the
+    /// second, instead of a pass or a fail. Told exactly, or far enough from the other facts,
+    /// the same timeline has a verdict.
+    #[test]
+    fn an_exit_told_to_the_second_that_decides_a_verdict_cannot_tell() {
+        let s = single_leader_of_pods();
         let leads = |t_ms: u64, identity: &str| {
             at(
                 t_ms,
@@ -1397,13 +1402,7 @@ expect:
     /// never after its process's next start.
     #[test]
     fn the_latest_placement_keeps_each_process_in_its_order() {
-        let yaml = "name: t
-cluster:
-  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
-expect:
-  - single-leader: {lease: ops/op}
-";
-        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let s = single_leader_of_pods();
         let coarse = |t_ms: u64, kind: EventKind| Event {
             within_ms: Some(999),
             ..at(t_ms, kind)

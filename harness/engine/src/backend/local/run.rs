@@ -942,6 +942,25 @@ mod tests {
         );
     }
 
+    /// The hooks of a run whose recorder reads `now_ms`, with a pod agent `op` and time zero at
+    /// a fixed wall-clock time; and that time plus some milliseconds.
+    fn pod_agent_hooks(
+        now_ms: u64,
+    ) -> (
+        Recorder,
+        RecorderHooks,
+        impl Fn(i64) -> k8s_openapi::jiff::Timestamp,
+    ) {
+        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
+        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let recorder = Recorder::new(move || now_ms);
+        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
+            .with_zero(realtime::Zero::at(wall0));
+        let at = move |ms: i64| wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms);
+        (recorder, hooks, at)
+    }
+
     /// A restart's exit and start, told in either order and at the same whole second (a pod's
     /// status gives its container's times to the second; once the exit was told after the
     /// start and placed after it, and a correct agent's `leader-reacquired` failed), are placed
@@ -949,13 +968,8 @@ mod tests {
     /// away), lands before its run's exit, where it was written.
     #[test]
     fn a_restarts_exit_comes_before_its_start_whatever_the_grain_and_the_order_told() {
-        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
-        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
-        let recorder = Recorder::new(|| 60_000);
-        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
-        let at = |ms: i64| When::At(wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms));
-        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
-            .with_zero(realtime::Zero::at(wall0));
+        let (recorder, hooks, t) = pod_agent_hooks(60_000);
+        let at = |ms: i64| When::At(t(ms));
         hooks.candidate("op", "ops/op-1", "op-1");
         hooks.started("op-1", 1, at(1_000));
         // The restart, told first, then the exit before it: both at 39 s.
@@ -993,13 +1007,7 @@ mod tests {
     /// none.
     #[test]
     fn a_time_told_to_the_second_is_recorded_as_an_interval() {
-        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
-        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
-        let recorder = Recorder::new(|| 60_000);
-        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
-        let t = |ms: i64| wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms);
-        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
-            .with_zero(realtime::Zero::at(wall0));
+        let (recorder, hooks, t) = pod_agent_hooks(60_000);
         hooks.started("op-1", 1, When::Second(t(1_000)));
         hooks.exited(
             "op-1",
@@ -1024,13 +1032,7 @@ mod tests {
     /// than a minute before it (a clock or a zone set wrong), is not believed.
     #[test]
     fn a_report_is_placed_at_its_programs_own_time_within_reason() {
-        let yaml = "name: t\ncluster:\n  nodes: 1\n  agents:\n    - {name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}\n";
-        let s = kubechaos_core::scenario::parse(Path::new("t.yaml"), yaml.as_bytes()).unwrap();
-        let recorder = Recorder::new(|| 120_000);
-        let wall0: k8s_openapi::jiff::Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
-        let at = |ms: i64| wall0 + k8s_openapi::jiff::SignedDuration::from_millis(ms);
-        let hooks = RecorderHooks::new(recorder.clone(), LogPatterns::of(&s))
-            .with_zero(realtime::Zero::at(wall0));
+        let (recorder, hooks, at) = pod_agent_hooks(120_000);
         hooks.candidate("op", "ops/op-1", "op-1");
         hooks.started("op-1", 1, When::At(at(1_000)));
         let report = |own: i64| {
