@@ -251,9 +251,10 @@ pub enum EventKind {
         /// latest `time` of the Lease's `managedFields` (whole seconds: the start of its second).
         /// A renewal held up on its way (a slow API server, a busy node), taken later than its
         /// `renewTime`, counts from here: no other candidate can have seen it before
-        /// ([`lease_valid_until`]); and the write had reached the API server by the end of this
-        /// second, however late kubechaos read it (`leader-reacquired`). Left out where nothing
-        /// tells (the sim's API server).
+        /// ([`lease_valid_until`]). It is not when etcd stored the write: an API server cut off
+        /// from etcd takes a request in and stores it at the heal, so it bounds nothing of when
+        /// a renewal was stored (`leader-reacquired` counts from when kubechaos read it). Left
+        /// out where nothing tells (the sim's API server).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         written_ms: Option<u64>,
     },

@@ -53,7 +53,6 @@ pub(super) fn judge(
             holder,
             renew_ms,
             duration_ms,
-            written_ms,
             ..
         } = &e.kind
         else {
@@ -70,12 +69,11 @@ pub(super) fn judge(
             continue;
         }
         if let (Some(h), Some(r)) = (holder, renew_ms) {
-            // It had reached the API server by when kubechaos read it, and by the end of the
-            // second the API server took it in (its `managedFields` time): a renewal held up
-            // on its way and delivered after its lease ran out is not leadership, and one read
-            // late by a busy kubechaos still is.
-            let reached = written_ms.map_or(e.read_at(), |w| e.read_at().min(w + 999));
-            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= reached);
+            // Stored by when kubechaos read it, and nothing tells more: not the `managedFields`
+            // time, which is when the API server took the request in, before etcd stored it
+            // (a renewal taken at 16 s by an API server cut off from etcd was stored at the heal,
+            // 39 s later, after its lease had run out: it is not leadership).
+            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= e.read_at());
             if *r >= anchor && valid_when_seen && tl.alive(&name, h, e.t_ms, e.t_ms) {
                 let after = e.t_ms.saturating_sub(anchor);
                 return (

@@ -997,10 +997,12 @@ expect:
         // The same renewal seen while it was valid is leadership.
         let v = judge(&s, &events(read_late(81_000)));
         assert!(v[0].held, "{}", v[0].message);
-        // Where the API server says when it took the write (its `managedFields` time, to the
-        // second), that is the bound, not kubechaos's reading: taken at the heal, refused
-        // however quickly it was read; taken in time, leadership however late kubechaos read
-        // it (a busy kubechaos reading more than a lease duration late once refused it).
+        // The `managedFields` time is when the API server took the request in, not when etcd
+        // stored it, and tells nothing of when the renewal reached storage (found on the real
+        // API server: `trap-api-server-cut-from-etcd`, a renewal taken at 16 s by the API server
+        // cut off from etcd, stored at the heal at 55 s; counting from its managedFields time
+        // once passed that trap). A renewal taken in time and read after its lease ran out
+        // is refused.
         let taken = |written: u64, read: u64| {
             let mut e = read_late(read);
             if let EventKind::LeaseObserved { written_ms, .. } = &mut e.kind {
@@ -1008,10 +1010,10 @@ expect:
             }
             e
         };
+        let v = judge(&s, &events(taken(80_000, 110_100)));
+        assert!(!v[0].held, "{}", v[0].message);
         let v = judge(&s, &events(taken(110_000, 110_100)));
         assert!(!v[0].held, "{}", v[0].message);
-        let v = judge(&s, &events(taken(80_000, 139_000)));
-        assert!(v[0].held, "{}", v[0].message);
     }
 
     /// Found on the way (issue 36): a controller-runtime manager whose identity is its pod's
