@@ -349,14 +349,21 @@ fn a_selector_that_matches_no_pod_ends_the_start() {
 }
 
 /// Verdicts that hold on a busy machine (issue 36): the correct reference agent through its
-/// leader cut off, killed and an API outage, one whose identity is its pod's name and that
-/// exits on losing its lease (its container started again in the same pod), and a give-up one
+/// leader cut off, killed and an API outage, a real client-go program whose identity is its
+/// pod's name and that exits on losing its lease (its container started again in the same pod),
+/// and a give-up one
 /// through the outage, on an idle machine. The delayed and saturated plays below must give the
 /// same verdicts.
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn the_evidence_scenario_gives_its_verdicts_idle() {
-    let (code, text) = play_scenario(&common::evidence_scenario(), "local", &[]);
+    let (_bin, path) = common::client_go_on_path();
+    let (code, text) = play_scenario_with(
+        &common::evidence_scenario(),
+        "local",
+        &[],
+        &[("PATH", path.as_os_str())],
+    );
     common::assert_evidence_verdicts(code, &text);
 }
 
@@ -366,11 +373,15 @@ fn the_evidence_scenario_gives_its_verdicts_idle() {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn the_evidence_scenario_gives_its_verdicts_with_kubechaos_reading_5s_late() {
+    let (_bin, path) = common::client_go_on_path();
     let (code, text) = play_scenario_with(
         &common::evidence_scenario(),
         "local",
         &[],
-        &[("KUBECHAOS_SELF_DELAY", "5s".as_ref())],
+        &[
+            ("KUBECHAOS_SELF_DELAY", "5s".as_ref()),
+            ("PATH", path.as_os_str()),
+        ],
     );
     common::assert_evidence_verdicts(code, &text);
     assert!(
@@ -385,7 +396,13 @@ fn the_evidence_scenario_gives_its_verdicts_with_kubechaos_reading_5s_late() {
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn the_evidence_scenario_gives_its_verdicts_with_every_core_saturated() {
+    let (_bin, path) = common::client_go_on_path();
     let _busy = common::Saturated::every_core();
-    let (code, text) = play_scenario(&common::evidence_scenario(), "local", &[]);
+    let (code, text) = play_scenario_with(
+        &common::evidence_scenario(),
+        "local",
+        &[],
+        &[("PATH", path.as_os_str())],
+    );
     common::assert_evidence_verdicts(code, &text);
 }

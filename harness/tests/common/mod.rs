@@ -180,14 +180,30 @@ impl Drop for Saturated {
 }
 
 /// `harness/tests/fixtures/evidence-at-source.yaml`: the correct reference agent through its
-/// leader cut off, killed and an API outage, and a give-up one through the outage.
+/// leader cut off, killed and an API outage, a real client-go program whose identity is its
+/// pod's name, and a give-up one through the outage.
 pub fn evidence_scenario() -> PathBuf {
     repo().join("harness/tests/fixtures/evidence-at-source.yaml")
 }
 
+/// For `--backend local`, where a pod's command runs on this machine: the client-go agent
+/// (`fixtures/agents/client-go`) built into a directory of its own, and `PATH` with that
+/// directory first, for kubechaos to run the pod `client-go-agent` of the evidence scenario
+/// (on kind it is the image `ci/kind` loads). Keep the directory while the run lasts.
+pub fn client_go_on_path() -> (tempfile::TempDir, std::ffi::OsString) {
+    let dir = tempfile::tempdir().unwrap();
+    build_client_go_agent(dir.path());
+    let mut path = std::ffi::OsString::from(dir.path());
+    if let Some(rest) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(rest);
+    }
+    (dir, path)
+}
+
 /// The verdicts that scenario gives on an idle machine, whatever the backend: every invariant
-/// of the correct agent held, and of the one whose identity is its pod's name (it exits and its
-/// restarted container takes the Lease back under that name), the give-up one caught (exit 1)
+/// of the correct agent held, and of the client-go one whose identity is its pod's name (it
+/// exits and its restarted container takes the Lease back under that name), the give-up one caught (exit 1)
 /// and only it.
 pub fn assert_evidence_verdicts(code: i32, text: &str) {
     let lock = "reference-agent/reference-agent-lock";
@@ -216,6 +232,14 @@ pub fn assert_evidence_verdicts(code: i32, text: &str) {
         problems.push(format!(
             "expected the 3 windows of {lock}'s leader-reacquired to pass, {passes} did"
         ));
+    }
+    // The client-go program did exit on its lost lease and its container was started again:
+    // what its leader-reacquired pass is about.
+    if !text
+        .lines()
+        .any(|l| l.contains("pod-name-agent-") && l.contains("(start #2)"))
+    {
+        problems.push("expected the pod-name agent's container to start a second time".into());
     }
     let fails: Vec<&str> = text.lines().filter(|l| l.contains("  FAIL  ")).collect();
     if fails.len() != 1 {
