@@ -150,8 +150,29 @@ pub(crate) enum Command {
     Agent(AgentArgs),
     /// Disaster recovery for a control plane that lost every scheduler or controller-manager:
     /// run a workload's pod without either, or bind pending pods by hand. Works on any cluster.
+    /// With --cleanup: undo what a kubechaos run that was killed outright left in a kind or k3d
+    /// cluster.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_required = false,
+        after_help = "Examples:\n  kubechaos recover pod-from deployment/kube-scheduler -n kube-system --node cp-1\n  kubechaos recover bind --all-pending -n kube-system --node cp-1\n  kubechaos recover --cleanup --context kind-chaos\n\n--cleanup is for a run that could not clean up after itself (kubechaos killed with SIGKILL, the\nmachine restarted): in each node container of the cluster (found by kind's or k3d's labels), it\nmoves static pod manifests kubechaos held back into /etc/kubernetes/manifests, removes every\niptables rule with the comment `kubechaos`, and unpauses a paused node; then, once the API\nserver answers, it deletes the namespaces a run made (label app.kubernetes.io/managed-by=kubechaos)\nand names any recovery pod left. It says what it did. Run it while no kubechaos run plays on\nthat cluster. Exit codes: 0 nothing left, 1 something could not be undone or the API server did\nnot answer within --timeout, 2 bad input, 3 Docker or the cluster could not be reached."
+    )]
+    Recover(RecoverArgs),
+}
+
+/// `kubechaos recover`: a subcommand, or `--cleanup`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RecoverArgs {
     #[command(subcommand)]
-    Recover(RecoverCommand),
+    pub(crate) command: Option<RecoverCommand>,
+    /// Undo what a kubechaos run killed outright left in the cluster's nodes and objects.
+    #[arg(long)]
+    pub(crate) cleanup: bool,
+    /// How long --cleanup waits for the API server to answer once the nodes are restored.
+    #[arg(long, default_value = "3m", value_parser = parse_duration)]
+    pub(crate) timeout: Duration,
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
 }
 
 /// `--backend`: which world.

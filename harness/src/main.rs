@@ -83,8 +83,11 @@ fn run() -> i32 {
         Command::Cluster(ClusterCommand::Status) => commands::cluster::status(),
         Command::Cluster(ClusterCommand::Down { dir }) => commands::cluster::down(dir.as_deref()),
         Command::Agent(args) => commands::agent::agent(&args),
-        Command::Recover(RecoverCommand::PodFrom(args)) => commands::recover::pod_from(&args),
-        Command::Recover(RecoverCommand::Bind(args)) => commands::recover::bind(&args),
+        Command::Recover(r) => match &r.command {
+            Some(RecoverCommand::PodFrom(args)) => commands::recover::pod_from(args),
+            Some(RecoverCommand::Bind(args)) => commands::recover::bind(args),
+            None => commands::recover::leftovers(&r),
+        },
     };
     failure::exit_code(end)
 }

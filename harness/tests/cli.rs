@@ -2118,3 +2118,46 @@ fn cluster_up_refuses_counts_a_scenario_could_not_have() {
         .code(2)
         .stderr(predicate::str::contains("6 is not in 1..=5"));
 }
+
+/// `kubechaos recover` asks for a subcommand or `--cleanup`; `--cleanup` goes through the safety
+/// guard, needs a context that names a kind or k3d cluster, and with no node container of that
+/// cluster in Docker says so before it touches anything.
+#[test]
+fn recover_cleanup_refuses_what_names_no_kind_cluster_of_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    kubechaos()
+        .arg("recover")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "expected a subcommand (pod-from, bind) or --cleanup",
+        ));
+    let cleanup = |extra: &[&str]| {
+        let mut c = kubechaos();
+        c.args(["recover", "--cleanup", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(extra);
+        c.assert()
+    };
+    cleanup(&[]).code(2).stderr(predicate::str::contains(
+        "refusing to touch context `prod-eu-1`: it does not look disposable",
+    ));
+    cleanup(&["--context", "ci-cluster", "--allow-context", "ci-cluster"])
+        .code(2)
+        .stderr(predicate::str::contains(
+            "names no kind or k3d cluster; expected a context kind-NAME or k3d-NAME",
+        ));
+    // A docker that lists no container of the cluster (a stand-in: no Docker engine needed).
+    let docker = dir.path().join("docker");
+    std::fs::write(&docker, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut c = kubechaos();
+    c.args(["recover", "--cleanup", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--context", "kind-chaos"])
+        .env("KUBECHAOS_DOCKER", &docker);
+    c.assert().code(3).stderr(predicate::str::contains(
+        "Docker has no node container of the kind cluster chaos",
+    ));
+}

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{runtime, End};
-use crate::cli::{BindArgs, KubeArgs, PodFromArgs};
+use crate::cli::{BindArgs, KubeArgs, PodFromArgs, RecoverArgs};
 use crate::failure::{Failure, Verdict};
 use kubechaos_core::scenario;
 use kubechaos_engine::recover::{self, Cleanup, Workload};
@@ -126,4 +126,83 @@ pub fn bind(args: &BindArgs) -> End {
         }
         worst.map_or(Ok(Verdict::Held), Err)
     })
+}
+
+/// `kubechaos recover --cleanup`: undo what a run killed outright left in a kind or k3d cluster,
+/// in its nodes (through Docker) and then in its objects (through the API, once it answers).
+pub fn leftovers(args: &RecoverArgs) -> End {
+    use kubechaos_engine::backend::kube::leftovers;
+    if !args.cleanup {
+        return Err(Failure::Input(
+            "kubechaos recover: expected a subcommand (pod-from, bind) or --cleanup; see `kubechaos recover --help`".to_owned(),
+        ));
+    }
+    let target = args.target.guarded(crate::cli::Backend::Kube)?;
+    let context = target.context.clone().unwrap_or_default();
+    let Some(cluster) = leftovers::cluster_of(target.provider, &context) else {
+        return Err(Failure::Input(format!(
+            "kubechaos recover --cleanup: the context {context} ({} provider) names no kind or k3d cluster; expected a context kind-NAME or k3d-NAME (as kind and k3d name them), where a run's changes in the nodes can be found",
+            target.provider.name()
+        )));
+    };
+    let mut left = false;
+    let said = leftovers::undo_in_nodes(target.provider, cluster).map_err(|e| {
+        Failure::Kube(kubechaos_engine::backend::kube::error::KubeError::NodeContainers { what: e })
+    })?;
+    for line in &said {
+        left |= line.contains("could NOT") || line.contains("not running");
+        println!("{line}");
+    }
+    if said.is_empty() {
+        println!("nothing of a run in the nodes of {context}");
+    }
+    let rt = runtime()?;
+    let done = rt.block_on(async {
+        let client = kubechaos_engine::kubeclient::client(
+            target.kubeconfig.as_deref(),
+            Some(&context),
+            Some(Duration::from_secs(10)),
+        )
+        .await?;
+        let started = Instant::now();
+        let mut next_say = started + Duration::from_secs(10);
+        loop {
+            let tried = async {
+                client.apiserver_version().await?;
+                leftovers::undo_in_cluster(&client).await
+            };
+            match tried.await {
+                Ok(said) => return Ok::<_, Failure>(Some(said)),
+                Err(e) if started.elapsed() < args.timeout => {
+                    if Instant::now() >= next_say {
+                        eprintln!(
+                            "waiting for the API server of {context} ({}s): {e}",
+                            started.elapsed().as_secs()
+                        );
+                        next_say += Duration::from_secs(10);
+                    }
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "kubechaos recover --cleanup: the API server of {context} did not answer within {}: {e}; what a run made in the cluster is left (run this again once it answers)",
+                        scenario::duration::human(args.timeout)
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+    })?;
+    match done {
+        Some(said) => {
+            for line in &said {
+                println!("{line}");
+            }
+            if said.is_empty() {
+                println!("nothing of a run in the cluster's objects");
+            }
+        }
+        None => left = true,
+    }
+    Ok(Verdict::of(!left))
 }

@@ -43,6 +43,7 @@ mod agents;
 pub(crate) mod container;
 mod docker;
 pub mod error;
+pub mod leftovers;
 pub(crate) mod machine;
 mod pod_agents;
 pub(crate) mod provider;

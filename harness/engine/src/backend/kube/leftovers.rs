@@ -1,0 +1,313 @@
+//! What a run on kind or k3d leaves in its nodes when kubechaos is killed outright (SIGKILL: no
+//! ledger, no restore at its end), found and undone by `kubechaos recover --cleanup`.
+//!
+//! Every change kubechaos makes in a node is its own record there, so nothing has to outlive the
+//! process but the change itself:
+//! - a static pod held down is its manifest moved from [`MANIFESTS`] into [`HELD`] (kind);
+//! - a partition is an iptables rule in a node's filter table with the comment
+//!   [`RULE_COMMENT`];
+//! - a node stopped is its container paused (neither kind nor k3d ever pauses one).
+//!
+//! The nodes are the cluster's containers as Docker knows them, by kind's and k3d's labels (not
+//! through the API server, which a held manifest may have stopped).
+
+use super::docker::Docker;
+use super::error::DockerError;
+use super::machine::{HELD, MANIFESTS, RULE_COMMENT};
+use super::Provider;
+
+/// A node container of a cluster: its name and whether Docker says it is paused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct NodeContainer {
+    name: String,
+    paused: bool,
+    running: bool,
+}
+
+/// The label that names a container's cluster, and the one that gives its role, with the roles
+/// that are nodes (kind's load balancer is a container of the cluster too, and no node).
+fn labels(provider: Provider) -> Option<(&'static str, &'static str, &'static [&'static str])> {
+    match provider {
+        Provider::Kind => Some((
+            "io.x-k8s.kind.cluster",
+            "io.x-k8s.kind.role",
+            &["control-plane", "worker"],
+        )),
+        Provider::K3s => Some(("k3d.cluster", "k3d.role", &["server", "agent"])),
+        Provider::Auto | Provider::Generic | Provider::K3sContainer => None,
+    }
+}
+
+/// The cluster a context names, as kind (`kind-NAME`) and k3d (`k3d-NAME`) name their contexts.
+pub fn cluster_of(provider: Provider, context: &str) -> Option<&str> {
+    let prefix = match provider {
+        Provider::Kind => "kind-",
+        Provider::K3s => "k3d-",
+        Provider::Auto | Provider::Generic | Provider::K3sContainer => return None,
+    };
+    context.strip_prefix(prefix).filter(|n| !n.is_empty())
+}
+
+/// The node containers of cluster `cluster`.
+fn nodes(
+    docker: &Docker,
+    provider: Provider,
+    cluster: &str,
+) -> Result<Vec<NodeContainer>, DockerError> {
+    let Some((cluster_label, role_label, roles)) = labels(provider) else {
+        return Ok(Vec::new());
+    };
+    let out = docker.run(&[
+        "ps".into(),
+        "-a".into(),
+        "--filter".into(),
+        format!("label={cluster_label}={cluster}"),
+        "--format".into(),
+        format!("{{{{.Names}}}} {{{{.State}}}} {{{{.Label \"{role_label}\"}}}}"),
+    ])?;
+    let mut found: Vec<NodeContainer> = out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (name, state, role) = (f.next()?, f.next()?, f.next().unwrap_or(""));
+            roles.contains(&role).then(|| NodeContainer {
+                name: name.to_owned(),
+                paused: state == "paused",
+                running: state == "running" || state == "paused",
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
+/// The shell run in each node: held manifests moved back (one kept where kubelet's directory
+/// has one of that name again), then every iptables rule with kubechaos's comment deleted. Each
+/// line it prints says one thing it did or could not do.
+fn undo_script(static_pods: bool) -> String {
+    let mut script = String::new();
+    if static_pods {
+        script.push_str(&format!(
+            "for f in {HELD}/*.yaml; do [ -e \"$f\" ] || continue; b=${{f##*/}}; \
+             if [ -e {MANIFESTS}/$b ]; then echo \"kept $b: {MANIFESTS} has one again\"; \
+             elif mv \"$f\" {MANIFESTS}/$b; then echo \"moved $b back into {MANIFESTS}\"; \
+             else echo \"could NOT move $b back into {MANIFESTS}\"; fi; done; "
+        ));
+    }
+    // (iptables-save writes a comment without spaces bare: `--comment kubechaos`; `-A` becomes
+    // `-D` for the same rule, and eval reads back any quoting iptables-save used)
+    script.push_str(&format!(
+        "iptables-save -t filter | grep -e ' --comment {RULE_COMMENT} ' -e ' --comment {RULE_COMMENT}$' | sed 's/^-A /-D /' | \
+         while read -r rule; do if eval \"iptables -t filter $rule\"; then echo \"removed the iptables rule \\`${{rule#-D }}\\`\"; \
+         else echo \"could NOT remove the iptables rule \\`${{rule#-D }}\\`\"; fi; done"
+    ));
+    script
+}
+
+/// Find and undo, in every node container of `cluster`, what a run of kubechaos left there:
+/// each thing done (or that could not be), a sentence each, prefixed with its node. `Err` when
+/// Docker could not list the cluster's containers, or it has none.
+pub fn undo_in_nodes(provider: Provider, cluster: &str) -> Result<Vec<String>, String> {
+    undo_with(&Docker::default(), provider, cluster)
+}
+
+fn undo_with(docker: &Docker, provider: Provider, cluster: &str) -> Result<Vec<String>, String> {
+    let found = nodes(docker, provider, cluster).map_err(|e| kubechaos_core::error::chain(&e))?;
+    if found.is_empty() {
+        return Err(format!(
+            "Docker has no node container of the {} cluster {cluster} (is it made on this machine? `docker ps` lists its nodes)",
+            provider.name()
+        ));
+    }
+    let mut said = Vec::new();
+    for n in &found {
+        if n.paused {
+            match docker.run(&["unpause".into(), n.name.clone()]) {
+                Ok(_) => said.push(format!("{}: unpaused it", n.name)),
+                Err(e) => said.push(format!(
+                    "{}: could NOT unpause it: {}",
+                    n.name,
+                    kubechaos_core::error::chain(&e)
+                )),
+            }
+        }
+        if !n.running {
+            said.push(format!(
+                "{}: not running, not looked into (`docker start {}`, then run this again)",
+                n.name, n.name
+            ));
+            continue;
+        }
+        let script = undo_script(provider == Provider::Kind);
+        match docker.run(&[
+            "exec".into(),
+            n.name.clone(),
+            "sh".into(),
+            "-c".into(),
+            script,
+        ]) {
+            Ok(out) => said.extend(
+                out.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| format!("{}: {l}", n.name)),
+            ),
+            Err(e) => said.push(format!(
+                "{}: could NOT look for what kubechaos left: {}",
+                n.name,
+                kubechaos_core::error::chain(&e)
+            )),
+        }
+    }
+    Ok(said)
+}
+
+/// Delete, through the API, what a run made in the cluster and marks as kubechaos's
+/// (`app.kubernetes.io/managed-by=kubechaos`): the namespaces it made (for probe pods, and for
+/// its agents' Leases) with everything in them, and probe pods left in a namespace it did not
+/// make. Recovery pods stay (the cluster may need them until their workload is back): named, to
+/// delete with `recover pod-from --cleanup` or kubectl. A sentence each.
+pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<String>, kube::Error> {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube::api::{Api, DeleteParams, ListParams};
+    let managed = ListParams::default().labels("app.kubernetes.io/managed-by=kubechaos");
+    let mut said = Vec::new();
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let mut gone = Vec::new();
+    for ns in namespaces.list(&managed).await?.items {
+        let name = ns.metadata.name.unwrap_or_default();
+        if ns.metadata.deletion_timestamp.is_some() {
+            said.push(format!("namespace {name}: being deleted already"));
+        } else {
+            namespaces.delete(&name, &DeleteParams::default()).await?;
+            said.push(format!("deleted the namespace {name} a run made"));
+        }
+        gone.push(name);
+    }
+    let probe = crate::observer::PROBE_NAMESPACE;
+    if !gone.iter().any(|n| n == probe) {
+        let pods = Api::<Pod>::namespaced(client.clone(), probe);
+        for p in pods.list(&managed).await?.items {
+            let name = p.metadata.name.unwrap_or_default();
+            pods.delete(&name, &DeleteParams::default().grace_period(0))
+                .await?;
+            said.push(format!("deleted the probe pod {probe}/{name}"));
+        }
+    }
+    let recovery = ListParams::default().labels(crate::recover::RECOVERY_LABEL);
+    for p in Api::<Pod>::all(client.clone()).list(&recovery).await?.items {
+        let ns = p.metadata.namespace.unwrap_or_default();
+        if gone.contains(&ns) {
+            continue;
+        }
+        said.push(format!(
+            "left the recovery pod {ns}/{} (the cluster may need it until its workload is back: `kubectl delete pod -n {ns} {}` then)",
+            p.metadata.name.clone().unwrap_or_default(),
+            p.metadata.name.unwrap_or_default()
+        ));
+    }
+    Ok(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_names_its_cluster_as_kind_and_k3d_name_them() {
+        assert_eq!(cluster_of(Provider::Kind, "kind-ci"), Some("ci"));
+        assert_eq!(cluster_of(Provider::K3s, "k3d-dev"), Some("dev"));
+        assert_eq!(cluster_of(Provider::Kind, "kind-"), None);
+        assert_eq!(cluster_of(Provider::Kind, "prod"), None);
+        assert_eq!(cluster_of(Provider::Generic, "kind-ci"), None);
+    }
+
+    /// The script, run by a real shell with `iptables-save` and `iptables` stand-ins on its
+    /// PATH and the held and kubelet's directories under a temp dir: a held manifest goes back,
+    /// one whose name kubelet's directory has again stays, and only kubechaos's rules go.
+    #[test]
+    fn the_script_in_a_node_moves_held_manifests_back_and_removes_only_kubechaos_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let (held, manifests) = (root.join("held"), root.join("manifests"));
+        std::fs::create_dir_all(&held).unwrap();
+        std::fs::create_dir_all(&manifests).unwrap();
+        std::fs::write(held.join("kube-apiserver.yaml"), "a").unwrap();
+        std::fs::write(held.join("etcd.yaml"), "held").unwrap();
+        std::fs::write(manifests.join("etcd.yaml"), "back").unwrap();
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = root.join("calls");
+        let stand_in = |name: &str, body: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            let p = bin.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        stand_in(
+            "iptables-save",
+            "cat <<'EOF'\n*filter\n:INPUT ACCEPT [0:0]\n-A OUTPUT -d 172.18.0.2/32 -p tcp -m tcp --dport 6443 -m comment --comment kubechaos -j DROP\n-A FORWARD -s 10.244.1.7/32 -p tcp -m tcp --dport 6443 -m comment --comment \"kubechaos other\" -j DROP\n-A KUBE-FORWARD -m comment --comment \"kubernetes forwarding rules\" -j ACCEPT\nCOMMIT\nEOF",
+        );
+        stand_in("iptables", &format!("echo \"$*\" >> {}", log.display()));
+        let script = undo_script(true)
+            .replace(HELD, &held.display().to_string())
+            .replace(MANIFESTS, &manifests.display().to_string());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{said}");
+        assert!(
+            said.contains("kept etcd.yaml")
+                && said.contains("moved kube-apiserver.yaml back into")
+                && said.contains("removed the iptables rule `OUTPUT -d 172.18.0.2/32 -p tcp -m tcp --dport 6443 -m comment --comment kubechaos -j DROP`"),
+            "{said}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(manifests.join("kube-apiserver.yaml")).unwrap(),
+            "a"
+        );
+        assert_eq!(
+            std::fs::read_to_string(manifests.join("etcd.yaml")).unwrap(),
+            "back"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "-t filter -D OUTPUT -d 172.18.0.2/32 -p tcp -m tcp --dport 6443 -m comment --comment kubechaos -j DROP\n"
+        );
+    }
+
+    /// The cluster's node containers by kind's labels (its load balancer is none): a paused one
+    /// is unpaused, a stopped one is named and not looked into, the others are each looked into.
+    #[test]
+    fn every_node_container_of_the_cluster_is_looked_into_and_a_paused_one_unpaused() {
+        let (_dir, docker, log) = super::super::docker::tests::stand_in_answering(
+            "[ \"$1\" = ps ] && printf 'ci-control-plane running control-plane\\nci-worker paused worker\\nci-worker2 exited worker\\nci-external-load-balancer running external-load-balancer\\n'; exit 0",
+        );
+        let said = undo_with(&docker, Provider::Kind, "ci").unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            calls.contains("ps -a --filter label=io.x-k8s.kind.cluster=ci"),
+            "{calls}"
+        );
+        assert!(calls.contains("unpause ci-worker"), "{calls}");
+        assert!(calls.contains("exec ci-control-plane sh -c"), "{calls}");
+        assert!(calls.contains("exec ci-worker sh -c"), "{calls}");
+        assert!(!calls.contains("exec ci-worker2"), "{calls}");
+        assert!(!calls.contains("exec ci-external-load-balancer"), "{calls}");
+        assert!(
+            said.contains(&"ci-worker: unpaused it".to_owned()),
+            "{said:?}"
+        );
+        assert!(
+            said.iter()
+                .any(|l| l.starts_with("ci-worker2: not running")),
+            "{said:?}"
+        );
+    }
+}
