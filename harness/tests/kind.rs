@@ -45,7 +45,13 @@ struct State {
     namespaces: BTreeSet<String>,
     /// Every pod outside kube-system (`NAMESPACE/NAME`): kube-system's restart under faults.
     pods: BTreeSet<String>,
+    /// Every object labelled as a run's (`kubechaos.io/made-by-run`) of the kinds a scenario's
+    /// manifests and agents make here.
+    made: BTreeSet<String>,
 }
+
+/// The label of what a run creates outside the namespaces it makes.
+const MADE_BY_RUN: &str = "kubechaos.io/made-by-run";
 
 impl Kind {
     /// The tier's cluster (`KUBECHAOS_KIND_CLUSTER`, made by `ci/real-tier`), checked to be as a
@@ -311,7 +317,24 @@ impl Kind {
                     .filter(|l| !l.starts_with("kube-system/"))
                     .map(str::to_owned)
                     .collect();
-                return State { namespaces, pods };
+                let made = self
+                    .kubectl_ok(&[
+                        "get",
+                        "deployments,replicasets,pods,services,configmaps,secrets,serviceaccounts,roles,rolebindings,leases",
+                        "-A",
+                        "-l",
+                        MADE_BY_RUN,
+                        "-o",
+                        "jsonpath={range .items[*]}{.kind} {.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+                    ])
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                return State {
+                    namespaces,
+                    pods,
+                    made,
+                };
             }
             std::thread::sleep(Duration::from_secs(2));
         }
@@ -460,4 +483,199 @@ fn on_kind_the_evidence_scenario_gives_its_verdicts_with_every_core_saturated() 
     };
     common::assert_evidence_verdicts(code, &text);
     kind.assert_left_as(&before);
+}
+
+/// Nothing left behind, even after SIGKILL (issue 28): kubechaos killed outright in the middle
+/// of a kind run, with a worker cut off from the API server (iptables), another paused, the
+/// scheduler's and the API server's manifests moved out, its probe namespace, a manifest's
+/// ConfigMap and its agent's Lease made, has no chance to restore anything. `kubechaos recover --cleanup --context kind-NAME` finds each of
+/// those in the nodes and the cluster and undoes it, saying what it did: then every static pod
+/// runs again, no rule with kubechaos's comment is in any node, every node is Ready and no
+/// object of the run is left.
+#[test]
+#[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
+fn on_kind_recover_cleanup_undoes_what_a_run_killed_outright_left() {
+    let kind = Kind::for_test("killed");
+    let before = kind.state();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("killed-outright.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: killed-outright
+description: faults held for minutes, for kubechaos to be killed while they are in place
+cluster:
+  nodes: 1
+  components:
+    kube-scheduler: {{replicas: 1}}
+    kube-controller-manager: {{replicas: 1}}
+  agents:
+    - {{name: killed-agent, replicas: 1, lease: default/killed-lock, mode: correct}}
+  manifests: [killed-config.yaml]
+faults:
+  - {{at: 2s, partition: [node/{name}-worker, api-server], for: 5m}}
+  - {{at: 4s, remove: node/{name}-worker2, for: 5m}}
+  - {{at: 6s, remove: kube-scheduler, for: 5m}}
+  - {{at: 20s, api-server: stop, for: 5m}}
+expect:
+  - schedulable: {{within: 5m}}
+duration: 11m
+",
+            name = kind.name
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("killed-config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: killed-config, namespace: default}\ndata: {made: by-the-run}\n",
+    )
+    .unwrap();
+    let context = kind.context();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .env("RUST_LOG", "off")
+        .arg("scenario")
+        .arg(&scenario)
+        .args(["--backend", "kube", "--kubeconfig"])
+        .arg(&kind.kubeconfig)
+        .args(["--context", &context])
+        .stdout(std::fs::File::create(dir.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let said = || {
+        ["run.out", "run.err"]
+            .map(|f| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default())
+            .join("\n")
+    };
+    // Every fault in place: the two manifests held, the worker's rule, the other worker paused
+    // (the manifest's ConfigMap and the agent's Lease made and labelled as the run's before).
+    let (control_plane, worker2) = (
+        format!("{}-control-plane", kind.name),
+        format!("{}-worker2", kind.name),
+    );
+    let in_place = || {
+        let held = Command::new("docker")
+            .args([
+                "exec",
+                &control_plane,
+                "ls",
+                "/etc/kubernetes/kubechaos-held",
+            ])
+            .output()
+            .unwrap();
+        let held = String::from_utf8_lossy(&held.stdout);
+        let paused = Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Status}}", &worker2])
+            .output()
+            .unwrap();
+        held.contains("kube-apiserver.yaml")
+            && held.contains("kube-scheduler.yaml")
+            && String::from_utf8_lossy(&paused.stdout).trim() == "paused"
+    };
+    // What the run made, labelled as its own (read while the API server answers: it is
+    // stopped 20 s in).
+    let made_now = || {
+        let out = kind.kubectl(&[
+            "--request-timeout=3s",
+            "get",
+            "configmaps,leases",
+            "-A",
+            "-l",
+            MADE_BY_RUN,
+            "-o",
+            "jsonpath={range .items[*]}{.kind} {.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect::<BTreeSet<String>>()
+    };
+    let mut seen_made = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while !in_place() {
+        if seen_made.len() < 2 {
+            seen_made.extend(made_now());
+        }
+        if let Some(status) = run.try_wait().unwrap() {
+            panic!(
+                "kubechaos ended ({status}) before its faults were in place:\n{}",
+                said()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the faults were not in place 4 minutes after the run started:\n{}",
+            said()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    assert_eq!(
+        seen_made,
+        [
+            "ConfigMap default/killed-config".to_owned(),
+            "Lease default/killed-lock".to_owned()
+        ]
+        .into_iter()
+        .collect::<BTreeSet<_>>(),
+        "the objects the killed run made, labelled as its own, before its API server stopped"
+    );
+    let left = kind.leftovers();
+    assert!(
+        left.iter().any(|l| l.contains("--comment kubechaos"))
+            && left.iter().any(|l| l.contains("kube-apiserver.yaml"))
+            && left.iter().any(|l| l.contains("paused")),
+        "the killed run left no fault in place to clean up: {left:?}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .args(["recover", "--cleanup", "--kubeconfig"])
+        .arg(&kind.kubeconfig)
+        .args(["--context", &context])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_has(
+        &said,
+        &[
+            &format!("{worker2}: unpaused it"),
+            &format!(
+                "{control_plane}: moved kube-apiserver.yaml back into /etc/kubernetes/manifests"
+            ),
+            &format!(
+                "{control_plane}: moved kube-scheduler.yaml back into /etc/kubernetes/manifests"
+            ),
+            &format!("{}-worker: removed the iptables rule `OUTPUT", kind.name),
+            "deleted the namespace kubechaos a run made",
+            "deleted ConfigMap default/killed-config a run created",
+            "deleted Lease default/killed-lock a run created",
+        ],
+    );
+    // Every static pod, node and kube-system pod back (waited for up to 3 minutes each), and
+    // nothing of the run in the nodes or the cluster.
+    kind.assert_fresh();
+    kind.assert_left_as(&before);
+    // Run again, it finds nothing.
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .args(["recover", "--cleanup", "--kubeconfig"])
+        .arg(&kind.kubeconfig)
+        .args(["--context", &context])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("nothing of a run in the nodes of {context}"))
+            && said.contains("nothing of a run in the cluster's objects"),
+        "{said}"
+    );
 }

@@ -1,8 +1,9 @@
 //! `cluster.manifests`: the objects a scenario carries. On a cluster kubechaos builds (local)
 //! they are applied before time zero (server-side apply, field manager `kubechaos`), as
 //! `kubectl apply --server-side` does; on an existing cluster (kube) each is created unless it
-//! exists (what exists is the cluster's and is not changed) and what was created is deleted at
-//! the end and waited for until it is gone ([`gone`]).
+//! exists (what exists is the cluster's and is not changed), labelled as the run's
+//! ([`crate::backend::kube::leftovers::MADE_BY_RUN`], for `recover --cleanup` after a SIGKILL),
+//! and what was created is deleted at the end and waited for until it is gone ([`gone`]).
 //! Namespaces go first; an object whose kind is not served yet (a CRD just applied) or whose
 //! namespace is being made is tried again for up to [`APPLY_WAIT`].
 
@@ -195,6 +196,20 @@ impl Item<'_> {
                 });
             }
             return Ok(None);
+        }
+        // (labelled as the run's, the record a `recover --cleanup` after a SIGKILL finds)
+        let mut object = object;
+        if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            let labels = meta.entry("labels").or_insert(serde_json::Value::Null);
+            if labels.is_null() {
+                *labels = serde_json::json!({});
+            }
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(
+                    crate::backend::kube::leftovers::MADE_BY_RUN.to_owned(),
+                    serde_json::json!("true"),
+                );
+            }
         }
         let object: DynamicObject = serde_json::from_value(object).map_err(|e| Failed {
             why: format!("not an object: {e}"),

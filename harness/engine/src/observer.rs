@@ -36,6 +36,10 @@ pub(crate) const DELETE_WAIT: Duration = Duration::from_secs(60);
 /// Namespace of probe pods.
 pub(crate) const PROBE_NAMESPACE: &str = "kubechaos";
 
+/// The field manager of kubechaos's own writes to objects it follows (the label on a Lease its
+/// agents made): a write of its own is never taken for the holder's.
+pub(crate) const OWN_FIELD_MANAGER: &str = "kubechaos";
+
 /// An API-level action for the harness host to carry out.
 #[derive(Clone, Debug)]
 pub enum Command {
@@ -601,12 +605,14 @@ impl Observer {
                 now.1
             };
             // When the API server took this write, by its clock (a renewal held up on its way
-            // reaches it after its `renewTime`): the latest of its managers' times, to the second.
+            // reaches it after its `renewTime`): the latest of its managers' times, to the second
+            // (kubechaos's own label on a Lease its agents made is no write of theirs).
             let written_ms = l
                 .metadata
                 .managed_fields
                 .iter()
                 .flatten()
+                .filter(|f| f.manager.as_deref() != Some(OWN_FIELD_MANAGER))
                 .filter_map(|f| f.time.as_ref())
                 .map(|t| self.since_start_ms(&t.0))
                 .max();
@@ -893,23 +899,42 @@ mod tests {
     /// to the second) carries that time; one taken within its second does not.
     #[test]
     fn a_renewal_taken_late_carries_when_the_api_server_took_it() {
-        let written = |renew: &str, taken: &str| {
+        let written_by = |renew: &str, taken: &[(&str, &str)]| {
             let o = observer();
             let mut l = lease("kube-scheduler", "node-0_ab12", renew, 0);
-            l.metadata.managed_fields = Some(vec![serde_json::from_value(json!({
-                "manager": "kube-scheduler", "operation": "Update",
-                "apiVersion": "coordination.k8s.io/v1", "time": taken
-            }))
-            .unwrap()]);
+            l.metadata.managed_fields = Some(
+                taken
+                    .iter()
+                    .map(|(manager, time)| {
+                        serde_json::from_value(json!({
+                            "manager": manager, "operation": "Update",
+                            "apiVersion": "coordination.k8s.io/v1", "time": time
+                        }))
+                        .unwrap()
+                    })
+                    .collect(),
+            );
             o.lease(&mut BTreeMap::new(), &l);
             match &kinds(&o)[0] {
                 EventKind::LeaseObserved { written_ms, .. } => *written_ms,
                 other => panic!("{other:?}"),
             }
         };
+        let written = |renew: &str, taken: &str| written_by(renew, &[("kube-scheduler", taken)]);
         assert_eq!(
             written("2026-01-01T00:00:12.300000Z", "2026-01-01T00:00:18Z"),
             Some(18_000)
+        );
+        // kubechaos's own label on the Lease, written after the holder's renewal, is no renewal.
+        assert_eq!(
+            written_by(
+                "2026-01-01T00:00:12.300000Z",
+                &[
+                    ("kube-scheduler", "2026-01-01T00:00:12Z"),
+                    (OWN_FIELD_MANAGER, "2026-01-01T00:00:13Z")
+                ]
+            ),
+            Some(12_000)
         );
         assert_eq!(
             written("2026-01-01T00:00:12.300000Z", "2026-01-01T00:00:12Z"),

@@ -145,13 +145,12 @@ pub fn leftovers(args: &RecoverArgs) -> End {
             target.provider.name()
         )));
     };
-    let mut left = false;
     let said = leftovers::undo_in_nodes(target.provider, cluster).map_err(|e| {
         Failure::Kube(kubechaos_engine::backend::kube::error::KubeError::NodeContainers { what: e })
     })?;
-    for line in &said {
-        left |= line.contains("could NOT") || line.contains("not running");
-        println!("{line}");
+    let mut left = said.iter().any(leftovers::Outcome::left);
+    for o in &said {
+        println!("{}", o.text());
     }
     if said.is_empty() {
         println!("nothing of a run in the nodes of {context}");
@@ -195,8 +194,9 @@ pub fn leftovers(args: &RecoverArgs) -> End {
     })?;
     match done {
         Some(said) => {
-            for line in &said {
-                println!("{line}");
+            left |= said.iter().any(leftovers::Outcome::left);
+            for o in &said {
+                println!("{}", o.text());
             }
             if said.is_empty() {
                 println!("nothing of a run in the cluster's objects");

@@ -11,10 +11,51 @@
 //! The nodes are the cluster's containers as Docker knows them, by kind's and k3d's labels (not
 //! through the API server, which a held manifest may have stopped).
 
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::discovery::{verbs, Discovery, Scope};
+
 use super::docker::Docker;
 use super::error::DockerError;
 use super::machine::{HELD, MANIFESTS, RULE_COMMENT};
 use super::Provider;
+
+/// The label on every object a run creates in a cluster that it does not make its own
+/// namespace for (the objects of `cluster.manifests`, the Leases its agent processes made): the
+/// record that outlives the run, so that `recover --cleanup` finds them after a SIGKILL.
+pub const MADE_BY_RUN: &str = "kubechaos.io/made-by-run";
+
+/// One thing `recover --cleanup` found of a run, and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Undone (a sentence saying what was done).
+    Undone(String),
+    /// Found and left on purpose (a recovery pod the cluster may still need): said, no failure.
+    Kept(String),
+    /// Could not be undone, or not looked into: something of a run may be left.
+    Left(String),
+}
+
+impl Outcome {
+    /// The sentence.
+    pub fn text(&self) -> &str {
+        match self {
+            Outcome::Undone(t) | Outcome::Kept(t) | Outcome::Left(t) => t,
+        }
+    }
+
+    /// Whether something of a run may be left.
+    pub fn left(&self) -> bool {
+        matches!(self, Outcome::Left(_))
+    }
+
+    fn in_node(self, node: &str) -> Outcome {
+        match self {
+            Outcome::Undone(t) => Outcome::Undone(format!("{node}: {t}")),
+            Outcome::Kept(t) => Outcome::Kept(format!("{node}: {t}")),
+            Outcome::Left(t) => Outcome::Left(format!("{node}: {t}")),
+        }
+    }
+}
 
 /// A node container of a cluster: its name and whether Docker says it is paused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,37 +122,48 @@ fn nodes(
     Ok(found)
 }
 
-/// The shell run in each node: held manifests moved back (one kept where kubelet's directory
-/// has one of that name again), then every iptables rule with kubechaos's comment deleted. Each
-/// line it prints says one thing it did or could not do.
+/// The shell run in each node: held manifests moved back, then every iptables rule with
+/// kubechaos's comment deleted. Each line it prints says one thing it did (`+ `) or could not
+/// undo (`! `): a held manifest whose name kubelet's directory has again is left where it is
+/// (which of the two is the one to keep is for a person to say).
 fn undo_script(static_pods: bool) -> String {
     let mut script = String::new();
     if static_pods {
         script.push_str(&format!(
             "for f in {HELD}/*.yaml; do [ -e \"$f\" ] || continue; b=${{f##*/}}; \
-             if [ -e {MANIFESTS}/$b ]; then echo \"kept $b: {MANIFESTS} has one again\"; \
-             elif mv \"$f\" {MANIFESTS}/$b; then echo \"moved $b back into {MANIFESTS}\"; \
-             else echo \"could NOT move $b back into {MANIFESTS}\"; fi; done; "
+             if [ -e {MANIFESTS}/$b ]; then echo \"! left {HELD}/$b: {MANIFESTS} has a $b again (compare the two, keep one, delete {HELD}/$b)\"; \
+             elif mv \"$f\" {MANIFESTS}/$b; then echo \"+ moved $b back into {MANIFESTS}\"; \
+             else echo \"! could not move $b back into {MANIFESTS}\"; fi; done; "
         ));
     }
     // (iptables-save writes a comment without spaces bare: `--comment kubechaos`; `-A` becomes
     // `-D` for the same rule, and eval reads back any quoting iptables-save used)
     script.push_str(&format!(
         "iptables-save -t filter | grep -e ' --comment {RULE_COMMENT} ' -e ' --comment {RULE_COMMENT}$' | sed 's/^-A /-D /' | \
-         while read -r rule; do if eval \"iptables -t filter $rule\"; then echo \"removed the iptables rule \\`${{rule#-D }}\\`\"; \
-         else echo \"could NOT remove the iptables rule \\`${{rule#-D }}\\`\"; fi; done"
+         while read -r rule; do if eval \"iptables -t filter $rule\"; then echo \"+ removed the iptables rule \\`${{rule#-D }}\\`\"; \
+         else echo \"! could not remove the iptables rule \\`${{rule#-D }}\\`\"; fi; done"
     ));
     script
 }
 
-/// Find and undo, in every node container of `cluster`, what a run of kubechaos left there:
-/// each thing done (or that could not be), a sentence each, prefixed with its node. `Err` when
-/// Docker could not list the cluster's containers, or it has none.
-pub fn undo_in_nodes(provider: Provider, cluster: &str) -> Result<Vec<String>, String> {
+/// A line of [`undo_script`]'s output as what it says; a line without its mark (the shell's
+/// own complaint) counts as something not undone.
+fn outcome_of(line: &str) -> Outcome {
+    match (line.strip_prefix("+ "), line.strip_prefix("! ")) {
+        (Some(done), _) => Outcome::Undone(done.to_owned()),
+        (_, Some(left)) => Outcome::Left(left.to_owned()),
+        _ => Outcome::Left(line.to_owned()),
+    }
+}
+
+/// Find and undo, in every node container of `cluster`, what a run of kubechaos left there,
+/// each found thing's node first. `Err` when Docker could not list the cluster's containers,
+/// or it has none.
+pub fn undo_in_nodes(provider: Provider, cluster: &str) -> Result<Vec<Outcome>, String> {
     undo_with(&Docker::default(), provider, cluster)
 }
 
-fn undo_with(docker: &Docker, provider: Provider, cluster: &str) -> Result<Vec<String>, String> {
+fn undo_with(docker: &Docker, provider: Provider, cluster: &str) -> Result<Vec<Outcome>, String> {
     let found = nodes(docker, provider, cluster).map_err(|e| kubechaos_core::error::chain(&e))?;
     if found.is_empty() {
         return Err(format!(
@@ -122,20 +174,25 @@ fn undo_with(docker: &Docker, provider: Provider, cluster: &str) -> Result<Vec<S
     let mut said = Vec::new();
     for n in &found {
         if n.paused {
-            match docker.run(&["unpause".into(), n.name.clone()]) {
-                Ok(_) => said.push(format!("{}: unpaused it", n.name)),
-                Err(e) => said.push(format!(
-                    "{}: could NOT unpause it: {}",
-                    n.name,
-                    kubechaos_core::error::chain(&e)
-                )),
-            }
+            said.push(
+                match docker.run(&["unpause".into(), n.name.clone()]) {
+                    Ok(_) => Outcome::Undone("unpaused it".to_owned()),
+                    Err(e) => Outcome::Left(format!(
+                        "could not unpause it: {}",
+                        kubechaos_core::error::chain(&e)
+                    )),
+                }
+                .in_node(&n.name),
+            );
         }
         if !n.running {
-            said.push(format!(
-                "{}: not running, not looked into (`docker start {}`, then run this again)",
-                n.name, n.name
-            ));
+            said.push(
+                Outcome::Left(format!(
+                    "not running, not looked into (`docker start {}`, then run this again)",
+                    n.name
+                ))
+                .in_node(&n.name),
+            );
             continue;
         }
         let script = undo_script(provider == Provider::Kind);
@@ -149,37 +206,51 @@ fn undo_with(docker: &Docker, provider: Provider, cluster: &str) -> Result<Vec<S
             Ok(out) => said.extend(
                 out.lines()
                     .filter(|l| !l.trim().is_empty())
-                    .map(|l| format!("{}: {l}", n.name)),
+                    .map(|l| outcome_of(l).in_node(&n.name)),
             ),
-            Err(e) => said.push(format!(
-                "{}: could NOT look for what kubechaos left: {}",
-                n.name,
-                kubechaos_core::error::chain(&e)
-            )),
+            Err(e) => said.push(
+                Outcome::Left(format!(
+                    "could not look for what kubechaos left: {}",
+                    kubechaos_core::error::chain(&e)
+                ))
+                .in_node(&n.name),
+            ),
         }
     }
     Ok(said)
 }
 
-/// Delete, through the API, what a run made in the cluster and marks as kubechaos's
-/// (`app.kubernetes.io/managed-by=kubechaos`): the namespaces it made (for probe pods, and for
-/// its agents' Leases) with everything in them, and probe pods left in a namespace it did not
-/// make. Recovery pods stay (the cluster may need them until their workload is back): named, to
-/// delete with `recover pod-from --cleanup` or kubectl. A sentence each.
-pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<String>, kube::Error> {
+/// Delete, through the API, what a run made in the cluster: the namespaces it made (for probe
+/// pods, and for its agents' Leases; `app.kubernetes.io/managed-by=kubechaos`) with everything
+/// in them, probe pods left in a namespace it did not make, and every object of any kind it
+/// created elsewhere ([`MADE_BY_RUN`]: the objects of `cluster.manifests`, its agents'
+/// Leases), each deleted in the background as the run's own end deletes them. Recovery pods
+/// stay (the cluster may need them until their workload is back): named, to delete with
+/// `recover pod-from --cleanup` or kubectl.
+pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<Outcome>, kube::Error> {
     use k8s_openapi::api::core::v1::{Namespace, Pod};
-    use kube::api::{Api, DeleteParams, ListParams};
     let managed = ListParams::default().labels("app.kubernetes.io/managed-by=kubechaos");
     let mut said = Vec::new();
     let namespaces = Api::<Namespace>::all(client.clone());
     let mut gone = Vec::new();
-    for ns in namespaces.list(&managed).await?.items {
+    let mut made_namespaces = namespaces.list(&managed).await?.items;
+    made_namespaces.extend(
+        namespaces
+            .list(&ListParams::default().labels(MADE_BY_RUN))
+            .await?
+            .items,
+    );
+    for ns in made_namespaces {
         let name = ns.metadata.name.unwrap_or_default();
         if ns.metadata.deletion_timestamp.is_some() {
-            said.push(format!("namespace {name}: being deleted already"));
+            said.push(Outcome::Undone(format!(
+                "namespace {name}: being deleted already"
+            )));
         } else {
             namespaces.delete(&name, &DeleteParams::default()).await?;
-            said.push(format!("deleted the namespace {name} a run made"));
+            said.push(Outcome::Undone(format!(
+                "deleted the namespace {name} a run made"
+            )));
         }
         gone.push(name);
     }
@@ -190,7 +261,48 @@ pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<String>, kube:
             let name = p.metadata.name.unwrap_or_default();
             pods.delete(&name, &DeleteParams::default().grace_period(0))
                 .await?;
-            said.push(format!("deleted the probe pod {probe}/{name}"));
+            said.push(Outcome::Undone(format!(
+                "deleted the probe pod {probe}/{name}"
+            )));
+        }
+    }
+    // Every kind the cluster serves that can be listed and deleted (a CRD's too), each object
+    // a run created: a namespaced one in a namespace deleted above goes with it.
+    let made = ListParams::default().labels(MADE_BY_RUN);
+    let discovery = Discovery::new(client.clone()).run().await?;
+    for group in discovery.groups() {
+        for (resource, caps) in group.recommended_resources() {
+            if !caps.supports_operation(verbs::LIST) || !caps.supports_operation(verbs::DELETE) {
+                continue;
+            }
+            let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+            for o in api.list(&made).await?.items {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if resource.kind == "Namespace" && gone.contains(&name) {
+                    continue;
+                }
+                let (api, what) = match (&caps.scope, o.metadata.namespace.as_deref()) {
+                    (Scope::Namespaced, Some(ns)) => {
+                        if gone.iter().any(|g| g == ns) {
+                            continue;
+                        }
+                        (
+                            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
+                            format!("{} {ns}/{name}", resource.kind),
+                        )
+                    }
+                    _ => (api.clone(), format!("{} {name}", resource.kind)),
+                };
+                if o.metadata.deletion_timestamp.is_some() {
+                    said.push(Outcome::Undone(format!("{what}: being deleted already")));
+                    continue;
+                }
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => said.push(Outcome::Undone(format!("deleted {what} a run created"))),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => said.push(Outcome::Left(format!("could not delete {what}: {e}"))),
+                }
+            }
         }
     }
     let recovery = ListParams::default().labels(crate::recover::RECOVERY_LABEL);
@@ -199,11 +311,10 @@ pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<String>, kube:
         if gone.contains(&ns) {
             continue;
         }
-        said.push(format!(
-            "left the recovery pod {ns}/{} (the cluster may need it until its workload is back: `kubectl delete pod -n {ns} {}` then)",
-            p.metadata.name.clone().unwrap_or_default(),
-            p.metadata.name.unwrap_or_default()
-        ));
+        let name = p.metadata.name.unwrap_or_default();
+        said.push(Outcome::Kept(format!(
+            "left the recovery pod {ns}/{name} (the cluster may need it until its workload is back: `kubectl delete pod -n {ns} {name}` then)"
+        )));
     }
     Ok(said)
 }
@@ -260,13 +371,23 @@ mod tests {
             )
             .output()
             .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{said}");
-        assert!(
-            said.contains("kept etcd.yaml")
-                && said.contains("moved kube-apiserver.yaml back into")
-                && said.contains("removed the iptables rule `OUTPUT -d 172.18.0.2/32 -p tcp -m tcp --dport 6443 -m comment --comment kubechaos -j DROP`"),
-            "{said}"
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        let said: Vec<Outcome> = text.lines().map(outcome_of).collect();
+        assert_eq!(
+            said,
+            [
+                Outcome::Left(format!(
+                    "left {held}/etcd.yaml: {manifests} has a etcd.yaml again (compare the two, keep one, delete {held}/etcd.yaml)",
+                    held = held.display(),
+                    manifests = manifests.display()
+                )),
+                Outcome::Undone(format!(
+                    "moved kube-apiserver.yaml back into {}",
+                    manifests.display()
+                )),
+                Outcome::Undone("removed the iptables rule `OUTPUT -d 172.18.0.2/32 -p tcp -m tcp --dport 6443 -m comment --comment kubechaos -j DROP`".to_owned()),
+            ]
         );
         assert_eq!(
             std::fs::read_to_string(manifests.join("kube-apiserver.yaml")).unwrap(),
@@ -280,6 +401,14 @@ mod tests {
             std::fs::read_to_string(&log).unwrap(),
             "-t filter -D OUTPUT -d 172.18.0.2/32 -p tcp -m tcp --dport 6443 -m comment --comment kubechaos -j DROP\n"
         );
+    }
+
+    /// A line the script did not mark (the shell's own complaint) is taken as something left.
+    #[test]
+    fn an_unmarked_line_of_the_node_script_counts_as_left() {
+        assert!(outcome_of("sh: 1: iptables-save: not found").left());
+        assert!(!outcome_of("+ moved a.yaml back").left());
+        assert!(outcome_of("! could not move a.yaml back").left());
     }
 
     /// The cluster's node containers by kind's labels (its load balancer is none): a paused one
@@ -301,12 +430,12 @@ mod tests {
         assert!(!calls.contains("exec ci-worker2"), "{calls}");
         assert!(!calls.contains("exec ci-external-load-balancer"), "{calls}");
         assert!(
-            said.contains(&"ci-worker: unpaused it".to_owned()),
+            said.contains(&Outcome::Undone("ci-worker: unpaused it".to_owned())),
             "{said:?}"
         );
         assert!(
             said.iter()
-                .any(|l| l.starts_with("ci-worker2: not running")),
+                .any(|o| o.left() && o.text().starts_with("ci-worker2: not running")),
             "{said:?}"
         );
     }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -1142,6 +1142,7 @@ fn start_agents(
         .filter(|g| !g.is_pods())
         .map(|g| g.lease.clone())
         .collect();
+    let made_leases = created.1.clone();
     rt.block_on(async {
         let deadline = Instant::now() + AGENTS_READY;
         loop {
@@ -1158,6 +1159,28 @@ fn start_agents(
                 }
             }
             if missing.is_empty() {
+                // The Leases its agents made, labelled as the run's: the record a
+                // `recover --cleanup` after a SIGKILL finds. (Before time zero; a holder whose
+                // next renewal meets the new resourceVersion renews at its next retry.)
+                let own = PatchParams {
+                    field_manager: Some(crate::observer::OWN_FIELD_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                for l in &made_leases {
+                    let api = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                        client.clone(),
+                        &l.namespace,
+                    );
+                    let label = json!({"metadata": {"labels": {
+                        crate::backend::kube::leftovers::MADE_BY_RUN: "true"
+                    }}});
+                    if let Err(e) = api
+                        .patch(&l.name, &own, &Patch::Merge(&label))
+                        .await
+                    {
+                        tracing::warn!(lease = %l, error = %e, "the Lease could not be labelled as the run's");
+                    }
+                }
                 return Ok(());
             }
             if Instant::now() > deadline {
