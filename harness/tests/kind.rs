@@ -485,25 +485,145 @@ fn on_kind_the_evidence_scenario_gives_its_verdicts_with_every_core_saturated() 
     kind.assert_left_as(&before);
 }
 
-/// Nothing left behind, even after SIGKILL (issue 28): kubechaos killed outright in the middle
-/// of a kind run, with a worker cut off from the API server (iptables), another paused, the
-/// scheduler's and the API server's manifests moved out, its probe namespace, a manifest's
-/// ConfigMap and its agent's Lease made, has no chance to restore anything. `kubechaos recover --cleanup --context kind-NAME` finds each of
-/// those in the nodes and the cluster and undoes it, saying what it did: then every static pod
-/// runs again, no rule with kubechaos's comment is in any node, every node is Ready and no
-/// object of the run is left.
+/// `kubechaos scenario FILE --backend kube` on `kind`, in the background, its output into
+/// `run.out` and `run.err` beside the file.
+fn spawn_play(kind: &Kind, file: &Path) -> std::process::Child {
+    let dir = file.parent().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .env("RUST_LOG", "off")
+        .arg("scenario")
+        .arg(file)
+        .args(["--backend", "kube", "--kubeconfig"])
+        .arg(&kind.kubeconfig)
+        .args(["--context", &kind.context()])
+        .stdout(std::fs::File::create(dir.join("run.out")).unwrap())
+        .stderr(std::fs::File::create(dir.join("run.err")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// `kubechaos recover --cleanup` on `kind`: its exit code, and what it said.
+fn recover_cleanup(kind: &Kind) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
+        .current_dir(repo())
+        .args(["recover", "--cleanup", "--kubeconfig"])
+        .arg(&kind.kubeconfig)
+        .args(["--context", &kind.context()])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The ConfigMaps and Leases labelled as a run's (`Kind NS/NAME`), read while the API server
+/// answers (nothing when it does not).
+fn made_by_a_run(kind: &Kind) -> BTreeSet<String> {
+    let out = kind.kubectl(&[
+        "--request-timeout=3s",
+        "get",
+        "configmaps,leases",
+        "-A",
+        "-l",
+        MADE_BY_RUN,
+        "-o",
+        "jsonpath={range .items[*]}{.kind} {.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Play `file` (its agent's Lease `default/killed-lock`, its manifest's ConfigMap
+/// `default/killed-config`) and SIGKILL kubechaos once `ready` says so (within 4 minutes),
+/// once both objects were seen labelled as the run's; then no process of the run is left.
+fn kill_outright_when(kind: &Kind, file: &Path, ready: &dyn Fn() -> bool) {
+    let said = || {
+        ["run.out", "run.err"]
+            .map(|f| std::fs::read_to_string(file.parent().unwrap().join(f)).unwrap_or_default())
+            .join("\n")
+    };
+    let mut run = spawn_play(kind, file);
+    let mut seen_made = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while seen_made.len() < 2 || !ready() {
+        if seen_made.len() < 2 {
+            seen_made.extend(made_by_a_run(kind));
+        }
+        if let Some(status) = run.try_wait().unwrap() {
+            panic!(
+                "kubechaos ended ({status}) before it was to be killed:\n{}",
+                said()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not ready to be killed 4 minutes after the run started (labelled as the run's: {seen_made:?}):\n{}",
+            said()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    assert_eq!(
+        seen_made,
+        [
+            "ConfigMap default/killed-config".to_owned(),
+            "Lease default/killed-lock".to_owned()
+        ]
+        .into_iter()
+        .collect::<BTreeSet<_>>(),
+        "the objects the killed run made, labelled as its own"
+    );
+    // Its agent process dies with it (its parent-death signal).
+    let gone = Instant::now() + Duration::from_secs(10);
+    while Command::new("pgrep")
+        .args(["-f", "killed-lock"])
+        .status()
+        .unwrap()
+        .success()
+    {
+        assert!(
+            Instant::now() < gone,
+            "the killed run's agent process outlived it by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Nothing left behind, even after SIGKILL (issue 28), at two moments of a kind run: in its
+/// start (its probe namespace, a manifest's ConfigMap and its agent's Lease made, no fault yet),
+/// and with its faults in place (a worker cut off from the API server by iptables, another
+/// paused, the scheduler's and the API server's manifests moved out). A run killed outright
+/// restores nothing; `kubechaos recover --cleanup --context kind-NAME` finds each of those in
+/// the nodes and the cluster and undoes it, saying what it did: then every static pod runs
+/// again, no rule with kubechaos's comment is in any node, every node is Ready and no object of
+/// the run is left; run again, it finds nothing.
 #[test]
 #[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
 fn on_kind_recover_cleanup_undoes_what_a_run_killed_outright_left() {
     let kind = Kind::for_test("killed");
     let before = kind.state();
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("killed-outright.yaml");
     std::fs::write(
-        &scenario,
-        format!(
-            "name: killed-outright
-description: faults held for minutes, for kubechaos to be killed while they are in place
+        dir.path().join("killed-config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: killed-config, namespace: default}\ndata: {made: by-the-run}\n",
+    )
+    .unwrap();
+    let scenario = |name: &str, faults: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name: {name}
+description: a run for kubechaos to be killed in
 cluster:
   nodes: 1
   components:
@@ -513,46 +633,52 @@ cluster:
     - {{name: killed-agent, replicas: 1, lease: default/killed-lock, mode: correct}}
   manifests: [killed-config.yaml]
 faults:
-  - {{at: 2s, partition: [node/{name}-worker, api-server], for: 5m}}
-  - {{at: 4s, remove: node/{name}-worker2, for: 5m}}
-  - {{at: 6s, remove: kube-scheduler, for: 5m}}
-  - {{at: 20s, api-server: stop, for: 5m}}
-expect:
+{faults}expect:
   - schedulable: {{within: 5m}}
 duration: 11m
-",
-            name = kind.name
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("killed-config.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: killed-config, namespace: default}\ndata: {made: by-the-run}\n",
-    )
-    .unwrap();
-    let context = kind.context();
-    let mut run = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .env("RUST_LOG", "off")
-        .arg("scenario")
-        .arg(&scenario)
-        .args(["--backend", "kube", "--kubeconfig"])
-        .arg(&kind.kubeconfig)
-        .args(["--context", &context])
-        .stdout(std::fs::File::create(dir.path().join("run.out")).unwrap())
-        .stderr(std::fs::File::create(dir.path().join("run.err")).unwrap())
-        .spawn()
+"
+            ),
+        )
         .unwrap();
-    let said = || {
-        ["run.out", "run.err"]
-            .map(|f| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default())
-            .join("\n")
+        path
     };
-    // Every fault in place: the two manifests held, the worker's rule, the other worker paused
-    // (the manifest's ConfigMap and the agent's Lease made and labelled as the run's before).
-    let (control_plane, worker2) = (
+    let context = kind.context();
+    let (control_plane, worker, worker2) = (
         format!("{}-control-plane", kind.name),
+        format!("{}-worker", kind.name),
         format!("{}-worker2", kind.name),
+    );
+
+    // Killed in its start: what it made in the cluster, nothing in the nodes yet.
+    let in_start = scenario(
+        "killed-in-start",
+        "  - {at: 5m, remove: kube-scheduler, for: 1m}\n",
+    );
+    kill_outright_when(&kind, &in_start, &|| true);
+    assert_eq!(kind.leftovers(), Vec::<String>::new(), "left in the nodes");
+    let (code, said) = recover_cleanup(&kind);
+    assert_eq!(code, Some(0), "{said}");
+    assert_has(
+        &said,
+        &[
+            &format!("nothing of a run in the nodes of {context}"),
+            "deleted the namespace kubechaos a run made",
+            "deleted ConfigMap default/killed-config a run created",
+            "deleted Lease default/killed-lock a run created",
+        ],
+    );
+    kind.assert_left_as(&before);
+
+    // Killed with every fault in place.
+    let in_faults = scenario(
+        "killed-in-faults",
+        &format!(
+            "  - {{at: 2s, partition: [node/{worker}, api-server], for: 5m}}
+  - {{at: 4s, remove: node/{worker2}, for: 5m}}
+  - {{at: 6s, remove: kube-scheduler, for: 5m}}
+  - {{at: 20s, api-server: stop, for: 5m}}
+"
+        ),
     );
     let in_place = || {
         let held = Command::new("docker")
@@ -573,55 +699,7 @@ duration: 11m
             && held.contains("kube-scheduler.yaml")
             && String::from_utf8_lossy(&paused.stdout).trim() == "paused"
     };
-    // What the run made, labelled as its own (read while the API server answers: it is
-    // stopped 20 s in).
-    let made_now = || {
-        let out = kind.kubectl(&[
-            "--request-timeout=3s",
-            "get",
-            "configmaps,leases",
-            "-A",
-            "-l",
-            MADE_BY_RUN,
-            "-o",
-            "jsonpath={range .items[*]}{.kind} {.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
-        ]);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect::<BTreeSet<String>>()
-    };
-    let mut seen_made = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while !in_place() {
-        if seen_made.len() < 2 {
-            seen_made.extend(made_now());
-        }
-        if let Some(status) = run.try_wait().unwrap() {
-            panic!(
-                "kubechaos ended ({status}) before its faults were in place:\n{}",
-                said()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the faults were not in place 4 minutes after the run started:\n{}",
-            said()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    run.kill().unwrap(); // SIGKILL
-    run.wait().unwrap();
-    assert_eq!(
-        seen_made,
-        [
-            "ConfigMap default/killed-config".to_owned(),
-            "Lease default/killed-lock".to_owned()
-        ]
-        .into_iter()
-        .collect::<BTreeSet<_>>(),
-        "the objects the killed run made, labelled as its own, before its API server stopped"
-    );
+    kill_outright_when(&kind, &in_faults, &in_place);
     let left = kind.leftovers();
     assert!(
         left.iter().any(|l| l.contains("--comment kubechaos"))
@@ -629,20 +707,8 @@ duration: 11m
             && left.iter().any(|l| l.contains("paused")),
         "the killed run left no fault in place to clean up: {left:?}"
     );
-
-    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .args(["recover", "--cleanup", "--kubeconfig"])
-        .arg(&kind.kubeconfig)
-        .args(["--context", &context])
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{said}");
+    let (code, said) = recover_cleanup(&kind);
+    assert_eq!(code, Some(0), "{said}");
     assert_has(
         &said,
         &[
@@ -653,7 +719,7 @@ duration: 11m
             &format!(
                 "{control_plane}: moved kube-scheduler.yaml back into /etc/kubernetes/manifests"
             ),
-            &format!("{}-worker: removed the iptables rule `OUTPUT", kind.name),
+            &format!("{worker}: removed the iptables rule `OUTPUT"),
             "deleted the namespace kubechaos a run made",
             "deleted ConfigMap default/killed-config a run created",
             "deleted Lease default/killed-lock a run created",
@@ -664,18 +730,13 @@ duration: 11m
     kind.assert_fresh();
     kind.assert_left_as(&before);
     // Run again, it finds nothing.
-    let out = Command::new(env!("CARGO_BIN_EXE_kubechaos"))
-        .current_dir(repo())
-        .args(["recover", "--cleanup", "--kubeconfig"])
-        .arg(&kind.kubeconfig)
-        .args(["--context", &context])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{said}");
-    assert!(
-        said.contains(&format!("nothing of a run in the nodes of {context}"))
-            && said.contains("nothing of a run in the cluster's objects"),
-        "{said}"
+    let (code, said) = recover_cleanup(&kind);
+    assert_eq!(code, Some(0), "{said}");
+    assert_has(
+        &said,
+        &[
+            &format!("nothing of a run in the nodes of {context}"),
+            "nothing of a run in the cluster's objects",
+        ],
     );
 }

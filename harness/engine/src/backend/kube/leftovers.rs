@@ -12,7 +12,7 @@
 //! through the API server, which a held manifest may have stopped).
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
-use kube::discovery::{verbs, Discovery, Scope};
+use kube::discovery::{verbs, Scope};
 
 use super::docker::Docker;
 use super::error::DockerError;
@@ -267,16 +267,45 @@ pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<Outcome>, kube
         }
     }
     // Every kind the cluster serves that can be listed and deleted (a CRD's too), each object
-    // a run created: a namespaced one in a namespace deleted above goes with it.
+    // a run created: a namespaced one in a namespace deleted above goes with it. A group or a
+    // kind that cannot be read (an aggregated API whose server is down) is said, not a reason to
+    // stop looking.
     let made = ListParams::default().labels(MADE_BY_RUN);
-    let discovery = Discovery::new(client.clone()).run().await?;
-    for group in discovery.groups() {
+    let mut groups = vec![kube::discovery::ApiGroup::CORE_GROUP.to_owned()];
+    groups.extend(
+        client
+            .list_api_groups()
+            .await?
+            .groups
+            .into_iter()
+            .map(|g| g.name),
+    );
+    for name in groups {
+        let group = match kube::discovery::group(client, &name).await {
+            Ok(g) => g,
+            Err(e) => {
+                said.push(Outcome::Left(format!(
+                    "could not look into the API group {name} for what a run created: {e}"
+                )));
+                continue;
+            }
+        };
         for (resource, caps) in group.recommended_resources() {
             if !caps.supports_operation(verbs::LIST) || !caps.supports_operation(verbs::DELETE) {
                 continue;
             }
             let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
-            for o in api.list(&made).await?.items {
+            let listed = match api.list(&made).await {
+                Ok(l) => l.items,
+                Err(e) => {
+                    said.push(Outcome::Left(format!(
+                        "could not look for {} objects a run created: {e}",
+                        resource.kind
+                    )));
+                    continue;
+                }
+            };
+            for o in listed {
                 let name = o.metadata.name.clone().unwrap_or_default();
                 if resource.kind == "Namespace" && gone.contains(&name) {
                     continue;
