@@ -347,7 +347,8 @@ duration: 55s
 /// goes) and their logs (the reference agent's JSON reports), `kill`
 /// of the leader deletes that pod (its ReplicaSet makes another) and the other pod takes over;
 /// at the end it deletes what it created. A selector that matches no pod ends the start (exit 3)
-/// and what was created is deleted too.
+/// and what was created is deleted too; so does one whose pods run and never take the Lease (no
+/// Role), saying what they logged.
 #[test]
 #[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
 fn pod_agents_follow_a_workload_on_an_existing_cluster() {
@@ -465,6 +466,37 @@ fn pod_agents_follow_a_workload_on_an_existing_cluster() {
     );
     let ns = namespace_phase(&dir, "reference-agent");
     assert!(ns.trim().is_empty() || ns.trim() == "Terminating", "{ns}");
+
+    // The usual first mistake, the Deployment without a Role for its Lease: its pods run and
+    // never take it. The start ends (exit 3) saying that the workload did not take its Lease,
+    // with each pod's starts and last log lines, where the reference agent's refused request
+    // names the verb, the resource and the service account; what it created is deleted.
+    let roleless: String = std::fs::read_to_string(scenarios.path().join("reference-agent.yaml"))
+        .unwrap()
+        .replace("reference-agent", "roleless-agent")
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("kind: Role"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    std::fs::write(scenarios.path().join("roleless-agent.yaml"), roleless).unwrap();
+    let path = scenarios.path().join("kube-roleless.yaml");
+    std::fs::write(
+        &path,
+        "name: kube-roleless\ncluster:\n  manifests: [roleless-agent.yaml]\n  agents:\n    - {name: op, lease: roleless-agent/roleless-agent-lock, pods: {namespace: roleless-agent, selector: app=roleless-agent}}\nexpect:\n  - single-leader: {lease: roleless-agent/roleless-agent-lock}\nduration: 20s\n",
+    )
+    .unwrap();
+    let (code, text) = play(&path);
+    assert_eq!(code, Some(3), "{text}");
+    for expected in [
+        "the pod agents' pods ran, but the workload did not take its Lease within 60s:",
+        "agent op: no pod took Lease roleless-agent/roleless-agent-lock; no other Lease in namespace roleless-agent; its pods:",
+        "roleless-agent/roleless-agent-",
+        "running; its log ends:",
+        "error retrieving resource lock: leases.coordination.k8s.io \"roleless-agent-lock\" is forbidden: User \"system:serviceaccount:roleless-agent:roleless-agent\" cannot get resource \"leases\"",
+        "deleted Namespace roleless-agent it created",
+    ] {
+        assert!(text.contains(expected), "{expected}:\n{text}");
+    }
 
     // An object the API server refuses for what it is: exit 2 at the manifest's line, and what
     // the start made before it (a namespace of its own) is deleted.

@@ -283,13 +283,13 @@ impl Elector {
                         true
                     }
                     Err(e) => {
-                        tracing::debug!(lease = %self.lease(), error = %e, "error initially creating lease lock");
+                        failed(&self.lease(), &e, "error initially creating lease lock");
                         false
                     }
                 };
             }
             Err(e) => {
-                tracing::debug!(lease = %self.lease(), error = %e, "error retrieving resource lock");
+                failed(&self.lease(), &e, "error retrieving resource lock");
                 return false;
             }
         };
@@ -428,11 +428,30 @@ impl Elector {
                 true
             }
             Err(e) => {
-                tracing::debug!(lease = %self.lease(), error = %e, "failed to update lease");
+                failed(&self.lease(), &e, "failed to update lease");
                 false
             }
         }
     }
+}
+
+/// Say a request that failed. One the API server refused for who asks or what it asks (401,
+/// 403, 400, 422: a missing Role's 403 names the verb, the resource and the service account) at
+/// error level, as client-go's `klog.Errorf` says every failure, since the program will not
+/// lead until a person mends it; the failures a chaos run brings by design (an API server away,
+/// a conflict with another candidate, a lease not there yet) at debug level.
+fn failed(lease: &str, e: &kube::Error, what: &str) {
+    match e {
+        kube::Error::Api(s) if refused(s.code) => {
+            tracing::error!(lease = %lease, code = s.code, "{what}: {}", s.message)
+        }
+        _ => tracing::debug!(lease = %lease, error = %e, "{what}"),
+    }
+}
+
+/// Whether an API status code refuses the request itself (trying again as it is will not help).
+fn refused(code: u16) -> bool {
+    matches!(code, 400 | 401 | 403 | 422)
 }
 
 #[cfg(test)]
@@ -440,6 +459,14 @@ mod tests {
     //! client-go's behaviour table for `tryAcquireOrRenew`'s decision
     //! (`leaderelection_test.go`, `TestTryAcquireOrRenew`), on the pure decision function.
     use super::*;
+
+    /// A refusal of the request itself is said at error level (a missing Role's 403); what a
+    /// chaos run brings by design (a conflict, a lease not there yet, a server error) is not.
+    #[test]
+    fn only_a_refused_request_is_said_as_an_error() {
+        assert!([400, 401, 403, 422].into_iter().all(super::refused));
+        assert!(![404, 409, 429, 500, 503].into_iter().any(super::refused));
+    }
     use k8s_openapi::jiff::Timestamp;
 
     fn t(s: i64) -> MicroTime {

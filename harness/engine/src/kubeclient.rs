@@ -251,6 +251,63 @@ pub(crate) async fn lease_holder(
         .filter(|h| !h.is_empty()))
 }
 
+/// Why pod agent `agent`'s pods did not take `lease` (the start's words on every backend that
+/// runs them): which Leases its namespace has instead (a program that takes another Lease than
+/// the scenario names), and `pods`, a sentence each, with their starts and last log lines (a
+/// missing Role's 403, a port already bound).
+pub(crate) async fn lease_not_taken(
+    client: &kube::Client,
+    agent: &str,
+    lease: &LeaseRef,
+    pods: &[String],
+) -> String {
+    let listed = Api::<Lease>::namespaced(client.clone(), &lease.namespace)
+        .list(&kube::api::ListParams::default())
+        .await;
+    let others = match listed {
+        Ok(l) => {
+            let held: Vec<String> = l
+                .items
+                .iter()
+                .filter(|l| l.metadata.name.as_deref() != Some(lease.name.as_str()))
+                .map(|l| {
+                    let holder = l
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.holder_identity.clone())
+                        .filter(|h| !h.is_empty())
+                        .unwrap_or_else(|| "nobody".into());
+                    format!(
+                        "{} (held by {holder})",
+                        l.metadata.name.clone().unwrap_or_default()
+                    )
+                })
+                .collect();
+            if held.is_empty() {
+                format!("no other Lease in namespace {}", lease.namespace)
+            } else {
+                format!(
+                    "Leases taken in namespace {} instead: {} (does the program take another Lease than the scenario names?)",
+                    lease.namespace,
+                    held.join(", ")
+                )
+            }
+        }
+        Err(e) => format!(
+            "the Leases of namespace {} could not be listed: {e}",
+            lease.namespace
+        ),
+    };
+    format!(
+        "agent {agent}: no pod took Lease {lease}; {others}; its pods:\n      {}",
+        if pods.is_empty() {
+            "none ran".to_owned()
+        } else {
+            pods.join("\n      ")
+        }
+    )
+}
+
 /// How often a starting cluster is checked for readiness. Time zero of a run is the first
 /// check that finds it ready, on every backend, so the components' renew cycles stand in the same
 /// relation to the scenario's times on the sim as on a real control plane.

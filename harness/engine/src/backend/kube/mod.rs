@@ -1082,6 +1082,29 @@ fn workload(
                 return Ok(Some(pods));
             }
             if Instant::now() > deadline {
+                // Every agent's pods ran, and a Lease is not held: what is missing is the
+                // workload's doing. Say so with what its pods did and said (as on local).
+                if pods.podless().is_empty() {
+                    let mut agents = Vec::new();
+                    for a in s.cluster.agents.iter().filter(|a| a.is_pods()) {
+                        if crate::kubeclient::lease_holder(client, &a.lease)
+                            .await
+                            .is_ok_and(|h| h.is_some())
+                        {
+                            continue;
+                        }
+                        let report = pods.report(&a.name).await;
+                        agents.push(
+                            crate::kubeclient::lease_not_taken(client, &a.name, &a.lease, &report)
+                                .await,
+                        );
+                    }
+                    return Err(format!(
+                        "the pod agents' pods ran, but the workload did not take its Lease within {}s:\n    {}",
+                        AGENTS_READY.as_secs(),
+                        agents.join("\n    ")
+                    ));
+                }
                 return Err(format!(
                     "the pod agents were not ready within {}s: {}",
                     AGENTS_READY.as_secs(),

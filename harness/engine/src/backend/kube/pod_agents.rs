@@ -281,6 +281,46 @@ impl PodAgents {
             .collect()
     }
 
+    /// Each pod of agent `agent` seen so far, as the local backend says them when its Lease was
+    /// not taken: its starts, whether it runs, and the last lines of its log (through the API:
+    /// the current container's, else the previous one's).
+    pub(crate) async fn report(&self, agent: &str) -> Vec<String> {
+        let pods: Vec<(String, Seen)> = {
+            let seen = self.seen.lock().expect("pods");
+            seen.get(agent)
+                .map(|pods| pods.iter().map(|(k, p)| (k.clone(), p.clone())).collect())
+                .unwrap_or_default()
+        };
+        let mut out = Vec::new();
+        for (key, p) in pods.into_iter().filter(|(_, p)| p.incarnation > 0) {
+            let api = Api::<Pod>::namespaced(self.client.clone(), &p.place.namespace);
+            let params = |previous| LogParams {
+                container: Some(p.place.container.clone()).filter(|c| !c.is_empty()),
+                tail_lines: Some(40),
+                previous,
+                ..LogParams::default()
+            };
+            let mut log = api
+                .logs(&p.place.name, &params(false))
+                .await
+                .unwrap_or_default();
+            if log.trim().is_empty() && p.incarnation > 1 {
+                log = api
+                    .logs(&p.place.name, &params(true))
+                    .await
+                    .unwrap_or_default();
+            }
+            let tail = crate::backend::local::pods::telling_tail(&log, 3);
+            out.push(crate::backend::local::pods::pod_report(
+                &key,
+                p.incarnation,
+                p.running,
+                &tail,
+            ));
+        }
+        out
+    }
+
     /// The processes (named by their pods) of agent `agent` that run now.
     pub(crate) fn running(&self, agent: &str) -> Vec<String> {
         let seen = self.seen.lock().expect("pods");

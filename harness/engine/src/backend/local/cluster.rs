@@ -1193,56 +1193,8 @@ impl LocalCluster {
             {
                 continue;
             }
-            let listed = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-                self.admin.clone(),
-                &lease.namespace,
-            )
-            .list(&kube::api::ListParams::default())
-            .await;
-            let others = match listed {
-                Ok(l) => {
-                    let held: Vec<String> = l
-                        .items
-                        .iter()
-                        .filter(|l| l.metadata.name.as_deref() != Some(lease.name.as_str()))
-                        .map(|l| {
-                            let holder = l
-                                .spec
-                                .as_ref()
-                                .and_then(|s| s.holder_identity.clone())
-                                .filter(|h| !h.is_empty())
-                                .unwrap_or_else(|| "nobody".into());
-                            format!(
-                                "{} (held by {holder})",
-                                l.metadata.name.clone().unwrap_or_default()
-                            )
-                        })
-                        .collect();
-                    if held.is_empty() {
-                        format!("no other Lease in namespace {}", lease.namespace)
-                    } else {
-                        format!(
-                            "Leases taken in namespace {} instead: {} (does the program take another Lease than the scenario names?)",
-                            lease.namespace,
-                            held.join(", ")
-                        )
-                    }
-                }
-                Err(e) => format!(
-                    "the Leases of namespace {} could not be listed: {e}",
-                    lease.namespace
-                ),
-            };
             let pods = self.containers.report(&a.name);
-            out.push(format!(
-                "agent {}: no pod took Lease {lease}; {others}; its pods:\n      {}",
-                a.name,
-                if pods.is_empty() {
-                    "none ran".to_owned()
-                } else {
-                    pods.join("\n      ")
-                }
-            ));
+            out.push(crate::kubeclient::lease_not_taken(&self.admin, &a.name, lease, &pods).await);
         }
         out
     }

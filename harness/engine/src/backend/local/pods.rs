@@ -295,6 +295,23 @@ pub(crate) async fn exit_log_tail(path: &Path, lines: usize) -> String {
     log_tail(path, lines)
 }
 
+/// A pod agent's pod as a start that failed says it, on every backend: its starts, whether it
+/// runs, and `tail`, the last lines of its log ([`telling_tail`]).
+pub(crate) fn pod_report(pod: &str, starts: u32, running: bool, tail: &str) -> String {
+    format!(
+        "{pod}: started {starts} time{} ({} restart{}), {}; its log ends:\n        {}",
+        if starts == 1 { "" } else { "s" },
+        starts.saturating_sub(1),
+        if starts == 2 { "" } else { "s" },
+        if running { "running" } else { "not running" },
+        if tail.is_empty() {
+            "(nothing)".to_owned()
+        } else {
+            tail.replace("\n    ", "\n        ")
+        }
+    )
+}
+
 /// The last lines of a log file, joined for an error message ([`telling_tail`]).
 pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     telling_tail(&std::fs::read_to_string(path).unwrap_or_default(), lines)
@@ -436,22 +453,7 @@ impl LocalContainers {
             .map(|pod| {
                 let starts = st.incarnations.get(&pod).copied().unwrap_or(0);
                 let tail = log_tail(&self.log(&pod), 3);
-                format!(
-                    "{pod}: started {starts} time{} ({} restart{}), {}; its log ends:\n        {}",
-                    if starts == 1 { "" } else { "s" },
-                    starts.saturating_sub(1),
-                    if starts == 2 { "" } else { "s" },
-                    if st.running.contains_key(&pod) {
-                        "running"
-                    } else {
-                        "not running"
-                    },
-                    if tail.is_empty() {
-                        "(nothing)".to_owned()
-                    } else {
-                        tail.replace("\n    ", "\n        ")
-                    }
-                )
+                pod_report(&pod, starts, st.running.contains_key(&pod), &tail)
             })
             .collect()
     }
