@@ -2,7 +2,7 @@
 //! they are applied before time zero (server-side apply, field manager `kubechaos`), as
 //! `kubectl apply --server-side` does; on an existing cluster (kube) each is created unless it
 //! exists (what exists is the cluster's and is not changed), labelled as the run's
-//! ([`crate::backend::kube::leftovers::MADE_BY_RUN`], for `recover --cleanup` after a SIGKILL),
+//! ([`MADE_BY_RUN`], for `recover --cleanup` after a SIGKILL),
 //! and what was created is deleted at the end and waited for until it is gone ([`gone`]).
 //! Namespaces go first; an object whose kind is not served yet (a CRD just applied) or whose
 //! namespace is being made is tried again for up to [`APPLY_WAIT`].
@@ -15,6 +15,11 @@ use kube::discovery::Scope;
 
 use kubechaos_core::report::live::Progress;
 use kubechaos_core::scenario::{Manifest, Pos};
+
+/// The label on every object a run creates in a cluster that it does not make its own
+/// namespace for (the objects of `cluster.manifests`, the Leases its agent processes made): the
+/// record that outlives the run, so that `recover --cleanup` finds them after a SIGKILL.
+pub const MADE_BY_RUN: &str = "kubechaos.io/made-by-run";
 
 /// How long objects that the API server refuses are tried again.
 pub(crate) const APPLY_WAIT: Duration = Duration::from_secs(30);
@@ -205,10 +210,7 @@ impl Item<'_> {
                 *labels = serde_json::json!({});
             }
             if let Some(labels) = labels.as_object_mut() {
-                labels.insert(
-                    crate::backend::kube::leftovers::MADE_BY_RUN.to_owned(),
-                    serde_json::json!("true"),
-                );
+                labels.insert(MADE_BY_RUN.to_owned(), serde_json::json!("true"));
             }
         }
         let object: DynamicObject = serde_json::from_value(object).map_err(|e| Failed {

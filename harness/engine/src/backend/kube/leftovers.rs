@@ -19,10 +19,7 @@ use super::error::DockerError;
 use super::machine::{HELD, MANIFESTS, RULE_COMMENT};
 use super::Provider;
 
-/// The label on every object a run creates in a cluster that it does not make its own
-/// namespace for (the objects of `cluster.manifests`, the Leases its agent processes made): the
-/// record that outlives the run, so that `recover --cleanup` finds them after a SIGKILL.
-pub const MADE_BY_RUN: &str = "kubechaos.io/made-by-run";
+use crate::manifests::MADE_BY_RUN;
 
 /// One thing `recover --cleanup` found of a run, and what became of it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1195,7 +1195,7 @@ fn start_agents(
                         &l.namespace,
                     );
                     let label = json!({"metadata": {"labels": {
-                        crate::backend::kube::leftovers::MADE_BY_RUN: "true"
+                        crate::manifests::MADE_BY_RUN: "true"
                     }}});
                     if let Err(e) = api
                         .patch(&l.name, &own, &Patch::Merge(&label))
