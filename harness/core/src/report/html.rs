@@ -27,11 +27,13 @@ pub struct Model {
     pub(crate) duration_ms: u64,
     /// Time of the last event: the right end of the axis.
     pub(crate) end_ms: u64,
-    /// Invariants held and violated; `None` when the events file has no verdicts.
-    pub(crate) verdicts: Option<(usize, usize)>,
+    /// Invariants held, violated, and that the evidence could not tell (neither held nor
+    /// violated: never counted as violated); `None` when the events file has no verdicts.
+    pub(crate) verdicts: Option<(usize, usize, usize)>,
     /// When the run was interrupted (Ctrl-C, SIGTERM), if it was: then it was not judged.
     pub(crate) interrupted_ms: Option<u64>,
-    /// Each violated invariant: `label: message`.
+    /// Each invariant violated or that could not be told: `label: message` (`label (cannot
+    /// tell): message`).
     pub(crate) violations: Vec<String>,
     /// Lanes in groups, in drawing order.
     pub groups: Vec<Group>,
@@ -785,15 +787,16 @@ fn deployment_lanes(events: &[Event], end_ms: u64) -> Vec<Lane> {
     )
 }
 
-/// Held and violated counts (none when nothing was judged), and each violation's text.
-type Verdicts = (Option<(usize, usize)>, Vec<String>);
+/// Held, violated and cannot-tell counts (none when nothing was judged), and the text of each
+/// invariant that did not hold.
+type Verdicts = (Option<(usize, usize, usize)>, Vec<String>);
 
 /// A lane per invariant: its window from the anchor to the deadline, coloured by the verdict,
 /// with the verdict's text; the counts and the violations for the page's top.
 fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
     let mut lanes = Vec::new();
     let mut violations = Vec::new();
-    let (mut held_n, mut violated_n) = (0, 0);
+    let (mut held_n, mut violated_n, mut unknown_n) = (0, 0, 0);
     for e in events {
         let EventKind::InvariantJudged {
             invariant,
@@ -810,6 +813,12 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
             continue;
         };
         let verdict = crate::invariants::verdict_word(*held, *cannot_tell);
+        // The class of its span: a verdict the evidence could not give is no violation.
+        let class = match (*held, *cannot_tell) {
+            (true, _) => "held",
+            (false, true) => "cannot-tell",
+            (false, false) => "violated",
+        };
         // Two invariants of one Lease (one per outage, say) differ by their windows: the label
         // says where each opens.
         let shown = match anchor_ms {
@@ -832,7 +841,7 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
                 lane.span(
                     *vf,
                     (*vt).max(*vf + 1),
-                    "violated",
+                    class,
                     verdict.into(),
                     format!(
                         "{verdict} {label} from {} to {}: {message}",
@@ -844,7 +853,7 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
             _ => lane.span(
                 from,
                 to,
-                if *held { "held" } else { "violated" },
+                class,
                 verdict.into(),
                 format!("{verdict} {label}: {message}"),
             ),
@@ -857,17 +866,16 @@ fn invariant_lanes(events: &[Event], end_ms: u64) -> (Vec<Lane>, Verdicts) {
         }
         if *held {
             held_n += 1;
+        } else if *cannot_tell {
+            unknown_n += 1;
+            violations.push(format!("{label} (cannot tell): {message}"));
         } else {
             violated_n += 1;
-            violations.push(if *cannot_tell {
-                format!("{label} (cannot tell): {message}")
-            } else {
-                format!("{label}: {message}")
-            });
+            violations.push(format!("{label}: {message}"));
         }
         lanes.push(lane);
     }
-    let counts = (!lanes.is_empty()).then_some((held_n, violated_n));
+    let counts = (!lanes.is_empty()).then_some((held_n, violated_n, unknown_n));
     (lanes, (counts, violations))
 }
 
@@ -886,8 +894,10 @@ pub fn render(events: &[Event]) -> Result<String, ModelError> {
         m.backend,
         match (m.interrupted_ms, m.verdicts) {
             (Some(_), _) => " — interrupted".to_owned(),
-            (None, Some((_, 0))) => " — held".to_owned(),
-            (None, Some((_, v))) => format!(" — {v} violated"),
+            (None, Some((_, 0, 0))) => " — held".to_owned(),
+            (None, Some((_, v, 0))) => format!(" — {v} violated"),
+            (None, Some((_, 0, c))) => format!(" — {c} cannot tell"),
+            (None, Some((_, v, c))) => format!(" — {v} violated, {c} cannot tell"),
             (None, None) => String::new(),
         }
     );
@@ -1175,7 +1185,7 @@ mod tests {
             ),
         ];
         let m = model(&events).unwrap();
-        assert_eq!(m.verdicts, Some((0, 1)));
+        assert_eq!(m.verdicts, Some((0, 1, 0)));
         assert_eq!(m.violations, vec!["schedulable: never bound".to_owned()]);
         assert_eq!(
             spans(lane(&m, "invariant:0")),
@@ -1183,6 +1193,50 @@ mod tests {
         );
         assert_eq!(model(&events[..1]).unwrap().verdicts, None);
         assert_eq!(model(&[]).unwrap_err(), ModelError::NoRunStarted);
+    }
+
+    /// An invariant the evidence could not judge (CANNOT TELL) is counted and drawn as that,
+    /// never as a violation: the page's title and counts say so.
+    #[test]
+    fn a_verdict_that_cannot_be_told_is_no_violation() {
+        let judged = |invariant, held, cannot_tell, message: &str| {
+            ev(
+                60_000,
+                EventKind::InvariantJudged {
+                    invariant,
+                    label: format!("inv{invariant}"),
+                    held,
+                    cannot_tell,
+                    message: message.into(),
+                    anchor_ms: Some(10_000),
+                    deadline_ms: Some(40_000),
+                    violated_from_ms: None,
+                    violated_to_ms: None,
+                },
+            )
+        };
+        let events = vec![
+            started(),
+            judged(0, true, false, "held"),
+            judged(1, false, true, "no evidence"),
+        ];
+        let m = model(&events).unwrap();
+        assert_eq!(m.verdicts, Some((1, 0, 1)));
+        assert_eq!(
+            m.violations,
+            vec!["inv1 (cannot tell): no evidence".to_owned()]
+        );
+        assert_eq!(
+            spans(lane(&m, "invariant:1")),
+            vec![(10_000, 40_000, "cannot-tell")]
+        );
+        let page = render(&events).unwrap();
+        assert!(page.contains(" — 1 cannot tell</title>"), "{page}");
+        let mut both = events.clone();
+        both.push(judged(2, false, false, "never bound"));
+        assert!(render(&both)
+            .unwrap()
+            .contains(" — 1 violated, 1 cannot tell</title>"));
     }
 
     /// A violation of an invariant judged over the whole run is drawn where it happened (the

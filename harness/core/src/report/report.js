@@ -42,15 +42,19 @@
     var h1 = html("h1", data.scenario);
     var v = data.verdicts;
     var stopped = data.interrupted_ms !== null && data.interrupted_ms !== undefined;
+    // Violated, and what the evidence could not tell (never counted as violated).
+    var notHeld = v ? [v[1] ? v[1] + " violated" : "", v[2] ? v[2] + " cannot tell" : ""]
+      .filter(function (t) { return t; }).join(", ") : "";
     var badge = stopped ? html("span", "interrupted", "verdict none")
       : !v ? html("span", "no verdicts recorded", "verdict none")
-      : v[1] > 0 ? html("span", v[1] + " violated", "verdict fail")
-        : html("span", "every invariant held", "verdict pass");
+      : v[1] > 0 ? html("span", notHeld, "verdict fail")
+        : v[2] > 0 ? html("span", notHeld, "verdict none")
+          : html("span", "every invariant held", "verdict pass");
     h1.appendChild(badge);
     h.appendChild(h1);
     var meta = "backend " + data.backend + (data.backend === "sim" ? ", seed " + data.seed : "") +
       ", kubechaos " + data.version + ", planned " + fmt(data.duration_ms) +
-      (v ? ", " + v[0] + " held, " + v[1] + " violated" : "");
+      (v ? ", " + v[0] + " held, " + v[1] + " violated" + (v[2] ? ", " + v[2] + " cannot tell" : "") : "");
     h.appendChild(html("div", meta, "meta"));
 
     var box = document.getElementById("violations");
@@ -61,8 +65,8 @@
       s.appendChild(html("p", "The timeline ends there and was not judged: no invariant has a verdict."));
       box.appendChild(s);
     } else if (data.violations.length) {
-      var d = html("div", undefined, "box");
-      d.appendChild(html("b", data.violations.length === 1 ? "Violated" : data.violations.length + " violated"));
+      var d = html("div", undefined, v && v[1] === 0 ? "box unknown" : "box");
+      d.appendChild(html("b", v && v[1] + v[2] === 1 ? (v[1] ? "Violated" : "Cannot tell") : notHeld));
       data.violations.forEach(function (t) { d.appendChild(html("p", t)); });
       box.appendChild(d);
     } else if (v) {
@@ -79,7 +83,7 @@
       ["repeating-linear-gradient(45deg,#c8372d 0 2px,#fff 2px 5px)", "expired, no valid holder"],
       ["#4c9a6a", "process up"], ["var(--down)", "process down"], ["var(--pending)", "probe pending"],
       ["#8fc9a3", "Ready / bound / available"], ["var(--pass)", "invariant window, held"],
-      ["var(--fail)", "violated / not Ready"]].forEach(function (p) {
+      ["var(--fail)", "violated / not Ready"], ["var(--muted)", "cannot tell (no evidence)"]].forEach(function (p) {
       var s = html("span");
       var sw = html("span", undefined, "sw");
       sw.style.background = p[0];
