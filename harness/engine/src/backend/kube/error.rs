@@ -73,9 +73,10 @@ pub enum KubeError {
         /// Why.
         what: String,
     },
-    /// The agents could not be started on this machine or did not lead in time, or the
-    /// manifests' objects or the pod agents' pods did not come up.
-    #[error("the run's workload could not start: {what}")]
+    /// The agents could not be started on this machine or did not lead in time, the
+    /// manifests' objects or the pod agents' pods did not come up, or the cluster's Leases were
+    /// not held in time.
+    #[error("the run could not start: {what}")]
     Agents {
         /// What went wrong.
         what: String,

@@ -713,6 +713,11 @@ impl Kube {
                 evidence: &evidence,
             };
             workload(&mut self.made, rt, s, clients, hooks, runtime, &interrupt, progress)
+        })
+        .and_then(|pods| {
+            // Time zero as on every backend: the first check that finds every Lease held.
+            rt.block_on(leaders(&client, s, &interrupt, progress))?;
+            Ok(pods)
         });
         let pod_agents = match up {
             Ok(p) => p,
@@ -1220,6 +1225,59 @@ fn start_agents(
 
 /// How long the agents get to take their leases before time zero.
 const AGENTS_READY: Duration = Duration::from_secs(60);
+
+/// How long an existing cluster's Leases may go unheld before time zero (a component whose
+/// static pod a previous run held back starts again within kubelet's 20 s file check and takes
+/// its released Lease at its first try; one whose Lease is expired takes it within a lease
+/// duration).
+const LEADERS_READY: Duration = Duration::from_secs(120);
+
+/// Wait until every Lease the scenario watches is held (checked every
+/// [`crate::kubeclient::READY_POLL`]): time zero on an existing cluster is, as on the sim and
+/// the local control plane, the first check that finds them held, so that a run started just
+/// after another (whose faults left the scheduler starting again, its Lease released) begins
+/// from a control plane whose leaders lead. Why not, if not within [`LEADERS_READY`].
+async fn leaders(
+    client: &kube::Client,
+    s: &Scenario,
+    interrupt: &Interrupt,
+    progress: &mut dyn Progress,
+) -> Result<(), String> {
+    let leases: Vec<LeaseRef> = s.leases().into_keys().collect();
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        if interrupt.came() {
+            return Err("interrupted while waiting for the Leases to be held".to_owned());
+        }
+        let missing = crate::kubeclient::not_ready(client, &leases, 0).await;
+        if missing.is_empty() {
+            if said {
+                progress.say(&format!(
+                    "every Lease held after {}; time zero",
+                    fmt_ms(started.elapsed().as_millis() as u64)
+                ));
+            }
+            return Ok(());
+        }
+        if started.elapsed() > LEADERS_READY {
+            return Err(format!(
+                "{} after {}s: a scenario starts from a control plane whose leaders lead (on every backend); expected each to be held (see who runs it: kubectl -n NAMESPACE get lease NAME -o yaml)",
+                missing.join(", "),
+                LEADERS_READY.as_secs()
+            ));
+        }
+        if !said {
+            progress.say(&format!(
+                "waiting for every Lease to be held before time zero (up to {}s): {}",
+                LEADERS_READY.as_secs(),
+                missing.join(", ")
+            ));
+            said = true;
+        }
+        tokio::time::sleep(crate::kubeclient::READY_POLL).await;
+    }
+}
 
 /// The agents' lease namespaces the run makes (those missing), and their Leases that do not
 /// exist yet (the run's agents make them): what the run deletes at its end.
