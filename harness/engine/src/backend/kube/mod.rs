@@ -337,6 +337,18 @@ fn resolve_provider(target: &KubeTarget, context: &str, nodes: &[Node]) -> (Prov
     }
 }
 
+/// Whether a scenario goes on without the machines of a provider guessed from the nodes when
+/// they cannot be reached (kubechaos in a pod of a kind cluster: the nodes' providerID says kind,
+/// and no Docker engine is reachable from the pod): only when nothing named the provider (neither
+/// `--provider` nor the context's name) and the scenario's faults are all API-level ones, which
+/// `generic` plays.
+fn api_only(s: &Scenario, target: &KubeTarget, context: &str, nodes: &[NodeMachine]) -> bool {
+    target.provider == Provider::Auto
+        && Provider::from_context(context).is_none()
+        && check(s, Provider::Generic).is_empty()
+        && cluster_check(s, nodes, Provider::Generic).is_empty()
+}
+
 /// The nodes as the machines of a provider: InternalIP, control plane by kubeadm's role label
 /// (k3s servers carry it too).
 fn node_machines(nodes: &[Node]) -> Vec<NodeMachine> {
@@ -615,24 +627,37 @@ impl Kube {
             .map_err(api("list the cluster's nodes"))?
             .items;
         let context = target.context.clone().unwrap_or_default();
-        let (provider, why) = resolve_provider(target, &context, &nodes);
+        let (mut provider, mut why) = resolve_provider(target, &context, &nodes);
+        let found = node_machines(&nodes);
+        let mut machines = matches!(provider, Provider::Kind | Provider::K3s).then(|| {
+            Machines::new(provider, found.clone(), Docker::default())
+                .counting(s.cluster.api_servers, s.cluster.etcd.members)
+        });
+        let mut unreachable = None;
+        if let Some(what) = machines.as_ref().and_then(|m| m.preflight().err()) {
+            if api_only(s, target, &context, &found) {
+                why = format!(
+                    "{why}, but its node containers cannot be reached from here ({what}); this scenario's faults need none of them: API-level faults only"
+                );
+                provider = Provider::Generic;
+                machines = None;
+            } else {
+                unreachable = Some(what);
+            }
+        }
         progress.say(&format!("provider: {} ({why})", provider.name()));
-        let machines = node_machines(&nodes);
         let mut problems = check(s, provider);
-        problems.extend(cluster_check(s, &machines, provider));
+        problems.extend(cluster_check(s, &found, provider));
         if !problems.is_empty() {
             return Err(BackendError::Unsupported {
                 backend: "kube",
                 problems,
             });
         }
-        let mut machines = matches!(provider, Provider::Kind | Provider::K3s).then(|| {
-            Machines::new(provider, machines, Docker::default())
-                .counting(s.cluster.api_servers, s.cluster.etcd.members)
-        });
+        if let Some(what) = unreachable {
+            return Err(KubeError::NodeContainers { what }.into());
+        }
         if let Some(m) = machines.as_mut() {
-            m.preflight()
-                .map_err(|what| KubeError::NodeContainers { what })?;
             m.find_load_balancer()
                 .map_err(|what| KubeError::LoadBalancer { what })?;
         }
@@ -1515,6 +1540,55 @@ faults:
             3,
         );
         assert_eq!(k3s_servers, Vec::<String>::new());
+    }
+
+    /// kubechaos in a pod of a kind cluster: the nodes' providerID says kind, no Docker is
+    /// reachable from the pod. A scenario of API-level faults goes on as `generic` (the shipped
+    /// suite Job's); one that needs the node containers, or a provider named by `--provider` or
+    /// the context, is refused for the unreachable containers.
+    #[test]
+    fn unreachable_machines_of_a_guessed_provider_leave_api_level_scenarios_to_generic() {
+        let parse = |yaml: &str| {
+            kubechaos_core::scenario::parse(std::path::Path::new("s.yaml"), yaml.as_bytes())
+                .expect("parses")
+        };
+        let api = parse(
+            "name: s\ncluster: {nodes: 1}\nfaults:\n  - {at: 1s, delete-pods: {namespace: kube-system, selector: k8s-app=kube-dns}}\n",
+        );
+        let nodes = parse(
+            "name: s\ncluster: {nodes: 1}\nfaults:\n  - {at: 1s, partition: [node/chaos-worker, api-server], for: 5s}\n",
+        );
+        let target = |provider| KubeTarget {
+            kubeconfig: None,
+            context: None,
+            allow: Vec::new(),
+            provider,
+        };
+        let found = machines(1);
+        assert!(api_only(
+            &api,
+            &target(Provider::Auto),
+            "in-cluster",
+            &found
+        ));
+        assert!(!api_only(
+            &nodes,
+            &target(Provider::Auto),
+            "in-cluster",
+            &found
+        ));
+        assert!(!api_only(
+            &api,
+            &target(Provider::Kind),
+            "in-cluster",
+            &found
+        ));
+        assert!(!api_only(
+            &api,
+            &target(Provider::Auto),
+            "kind-chaos",
+            &found
+        ));
     }
 
     #[test]
