@@ -98,7 +98,9 @@ fn expected_lanes(events: &[kubechaos_core::events::Event]) -> BTreeSet<String> 
             | EventKind::ProcessExited { process, .. }
             | EventKind::ProcessNote { process, .. } => format!("process:{process}"),
             // What the observer could reach is drawn in kubechaos's own lane.
-            EventKind::ApiReach { .. } => "process:kubechaos".to_owned(),
+            EventKind::ApiReach { .. } | EventKind::LeasesRelisted { .. } => {
+                "process:kubechaos".to_owned()
+            }
             EventKind::NodeObserved { node, .. } => format!("node:{node}"),
             EventKind::ProbeCreated { pod, .. } | EventKind::PodBound { pod, .. } => {
                 format!("pod:{pod}")

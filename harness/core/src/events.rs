@@ -136,6 +136,14 @@ pub fn lease_valid_until(
     duration_ms.map(|d| from + d)
 }
 
+/// What the observer's [`EventKind::LeasesRelisted`] says, as the timeline shows it.
+pub fn leases_relisted_text(since_ms: u64) -> String {
+    format!(
+        "observer: listed the Leases again (their watch could not resume where it broke): their changes since {} are known by the state they left, not one by one",
+        fmt_ms(since_ms)
+    )
+}
+
 /// What the observer's [`EventKind::ApiReach`] says, as the timeline shows it.
 pub fn api_reach_text(reached: bool, error: Option<&str>) -> String {
     if reached {
@@ -342,6 +350,17 @@ pub enum EventKind {
         /// The error that said it was lost.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// The observer's watch of Leases broke and could not be resumed where it broke (the API
+    /// server no longer had its place, `410 Gone`: an API server started again keeps no history
+    /// from before its start), so it listed them again (placed when that list was read). A
+    /// Lease's changes from `since_ms` until then were not seen one by one, only the state they
+    /// left: a leadership term begun meanwhile is judged by the next reading of its Lease, not by
+    /// the reading from before, which may have missed the write that made it leader.
+    LeasesRelisted {
+        /// When the broken watch last delivered anything (read time): no change before it was
+        /// missed.
+        since_ms: u64,
     },
     /// A line a candidate printed as a leadership report (a JSON object with an `event` field)
     /// that kubechaos could not read: it is not judged, and said rather than dropped.

@@ -173,6 +173,9 @@ impl Observer {
             Api::<Lease>::all(client.clone()),
             &reach,
             |this, _: &mut (), s: Seen<'_, Lease>| {
+                if let Seen::Listed(_, Some(since_ms)) = s {
+                    this.recorder.record(EventKind::LeasesRelisted { since_ms });
+                }
                 let mut seen = this.leases_seen.lock().expect("leases seen");
                 s.each(|l| this.lease(&mut seen, l))
             },
@@ -307,6 +310,11 @@ impl Observer {
     {
         let mut seen = S::default();
         let mut from: Option<String> = None;
+        // When a watch that broke last delivered anything (read time), until a watch resumed
+        // from where it broke delivers again (nothing was missed) or a list follows (what
+        // changed in between was not seen one by one: `Seen::Listed`'s second field).
+        let mut broke: Option<u64> = None;
+        let mut word = self.recorder.now_ms();
         loop {
             // When a list was sent: the API server was lost no later than that, however long
             // the failure took to come back (a connection that hangs rather than closes).
@@ -316,7 +324,7 @@ impl Observer {
                 None => match api.list(&ListParams::default()).await {
                     Ok(list) => {
                         self.reach(reach, Ok(()), self.recorder.now_ms());
-                        record(self, &mut seen, Seen::Listed(&list.items));
+                        record(self, &mut seen, Seen::Listed(&list.items, broke.take()));
                         list.metadata.resource_version.unwrap_or_default()
                     }
                     Err(e) => {
@@ -340,10 +348,24 @@ impl Observer {
                 }
             };
             self.reach(reach, Ok(()), self.recorder.now_ms());
+            if broke.is_none() {
+                word = self.recorder.now_ms();
+            }
             let mut stream = stream.boxed();
             let mut last = Some(version);
             loop {
-                match stream.try_next().await {
+                let next = stream.try_next().await;
+                if matches!(
+                    next,
+                    Ok(Some(
+                        WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)
+                    )) | Ok(Some(WatchEvent::Bookmark(_)))
+                ) {
+                    // The watch goes on from where it was: nothing was missed.
+                    broke = None;
+                    word = self.recorder.now_ms();
+                }
+                match next {
                     Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
                         last = o.meta().resource_version.clone().or(last);
                         record(self, &mut seen, Seen::Changed(&o));
@@ -365,6 +387,7 @@ impl Observer {
                     Ok(None) | Err(_) => break,
                 }
             }
+            broke.get_or_insert(word);
             from = last;
         }
     }
@@ -755,7 +778,9 @@ pub(crate) fn settle(commands: &mpsc::UnboundedSender<Command>, limit: Duration)
 
 /// What a watch saw: a whole list, an object as it is now, or an object that went.
 enum Seen<'a, K> {
-    Listed(&'a [K]),
+    /// A whole list; after a watch that could not be resumed, with when that watch last
+    /// delivered anything (what changed since was not seen one by one).
+    Listed(&'a [K], Option<u64>),
     Changed(&'a K),
     Deleted(&'a K),
 }
@@ -764,7 +789,7 @@ impl<K> Seen<'_, K> {
     /// Each object that is there (deletions ignored).
     fn each(self, mut f: impl FnMut(&K)) {
         match self {
-            Seen::Listed(all) => all.iter().for_each(f),
+            Seen::Listed(all, _) => all.iter().for_each(f),
             Seen::Changed(o) => f(o),
             Seen::Deleted(_) => {}
         }
@@ -807,7 +832,7 @@ impl Workloads {
             )
         };
         match s {
-            Seen::Listed(all) => {
+            Seen::Listed(all, _) => {
                 self.deployments = all
                     .iter()
                     .map(|d| (key_of(&d.metadata), entry(d)))
@@ -832,7 +857,7 @@ impl Workloads {
             )
         };
         match s {
-            Seen::Listed(all) => {
+            Seen::Listed(all, _) => {
                 self.pods = all
                     .iter()
                     .map(|p| (key_of(&p.metadata), entry(p)))
@@ -1167,8 +1192,8 @@ mod tests {
             pod("d", "default", "kube-scheduler", "True", false),
             pod("e", "kube-system", "other", "True", false),
         ];
-        w.deployments(Seen::Listed(std::slice::from_ref(&deployment)));
-        w.pods(Seen::Listed(&pods));
+        w.deployments(Seen::Listed(std::slice::from_ref(&deployment), None));
+        w.pods(Seen::Listed(&pods, None));
         o.availability(&mut w);
         o.availability(&mut w);
         let second = pod("f", "kube-system", "kube-scheduler", "True", false);

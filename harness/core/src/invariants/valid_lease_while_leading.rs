@@ -122,6 +122,18 @@ pub(super) fn judge(
     // names another. Once judged against the Lease as last seen before, which was stale, a
     // correct leader that took the Lease back was failed.
     let mut blind = false;
+    // And when its watch of Leases broke and was listed again: from when it last delivered to
+    // that list, a write that made a candidate leader may have gone unseen (an API server started
+    // again keeps no history from before its start). A term begun then is judged the same way.
+    let relisted: Vec<(u64, u64)> = tl
+        .events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::LeasesRelisted { since_ms } => Some((since_ms, e.t_ms)),
+            _ => None,
+        })
+        .collect();
+    let unseen = |t: u64| relisted.iter().any(|(from, to)| (*from..=*to).contains(&t));
     let mut unread: Vec<String> = Vec::new();
     let mut terms = 0usize;
     // The first term found leading beyond the tolerance: who, why, and the event index it was
@@ -166,7 +178,7 @@ pub(super) fn judge(
             EventKind::LeadingStarted { lease, identity } if *lease == name => {
                 open.retain(|(id, _)| id != identity);
                 open.push((identity.clone(), e.t_ms));
-                if blind && !unread.contains(identity) {
+                if (blind || unseen(e.t_ms)) && !unread.contains(identity) {
                     unread.push(identity.clone());
                 }
                 terms += 1;
@@ -543,5 +555,83 @@ mod tests {
             message.contains("the Lease named b (since 2m00.0s)"),
             "{message}"
         );
+    }
+
+    /// Found on kind (CI of `31843ea`, a client-go agent in `exit` mode whose identity is its pod's
+    /// name, kubechaos reading 5 s late): after a 40 s API server stop, the restarted container
+    /// took the Lease back at 2m16.8s and said so; the observer had reached the API server again
+    /// at 2m16.0s, but its watch of Leases could not resume (the new API server had no history)
+    /// and its list came after the renewal at 2m20.8s: the writes at 2m16.8s and 2m18.8s were
+    /// never seen, and
+    /// the term, judged against the Lease from before the outage (expired), was a false FAIL.
+    /// A term begun between the broken watch's last word and the list is judged by the next
+    /// reading: justified if it names the leader, unjustified from its start if another.
+    #[test]
+    fn a_term_begun_while_the_leases_watch_was_broken_is_judged_by_the_next_reading() {
+        let reach = |t_ms: u64, reached: bool| {
+            ev(
+                t_ms,
+                EventKind::ApiReach {
+                    reached,
+                    error: None,
+                },
+            )
+        };
+        let relisted = |t_ms: u64, since_ms: u64| ev(t_ms, EventKind::LeasesRelisted { since_ms });
+        // Renewed every 2 s until 72.9s; its process ends in the outage.
+        let mut before: Vec<Event> = (0..=36u64)
+            .map(|k| lease(900 + k * 2_000, Some("a_1"), 900 + k * 2_000))
+            .collect();
+        before.extend([
+            started(1_000, "a_1"),
+            stopped(85_700, "a_1"),
+            reach(89_900, false),
+            reach(136_000, true),
+            started(136_800, "a_1"),
+        ]);
+        let after = |holder: &str| {
+            let mut events = before.to_vec();
+            events.extend([
+                lease(140_800, Some(holder), 140_800),
+                lease(142_800, Some(holder), 142_800),
+                stopped(150_000, "a_1"),
+                ev(200_000, EventKind::RunEnded {}),
+            ]);
+            events
+        };
+        let judged_with = |mut events: Vec<Event>, relist: bool| {
+            if relist {
+                events.push(relisted(141_500, 78_700));
+            }
+            events.sort_by_key(|e| e.t_ms);
+            judged(&events)
+        };
+        // Without the word that the watch was broken, the stale reading judges it (as before).
+        let (held, message) = judged_with(after("a_1"), false);
+        assert!(!held, "{message}");
+        assert!(
+            message.contains("while the Lease had expired at 1m27.9s"),
+            "{message}"
+        );
+        let (held, message) = judged_with(after("a_1"), true);
+        assert!(held, "{message}");
+        let (held, message) = judged_with(after("b_1"), true);
+        assert!(!held, "{message}");
+        assert!(
+            message.contains("the Lease named b (since 2m20.8s)"),
+            "{message}"
+        );
+        // A term begun after the list is judged against the Lease as seen, as always.
+        let mut late = before[..before.len() - 1].to_vec();
+        late.extend([
+            relisted(137_000, 78_700),
+            lease(136_500, Some("b_1"), 136_500),
+            started(140_000, "a_1"),
+            lease(146_500, Some("b_1"), 146_500),
+            ev(200_000, EventKind::RunEnded {}),
+        ]);
+        late.sort_by_key(|e| e.t_ms);
+        let (held, message) = judged(&late);
+        assert!(!held, "{message}");
     }
 }

@@ -540,6 +540,13 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                     crate::events::api_reach_text(*reached, error.as_deref()),
                 ));
             }
+            EventKind::LeasesRelisted { since_ms } => {
+                notes.push((
+                    t,
+                    "kubechaos".into(),
+                    crate::events::leases_relisted_text(*since_ms),
+                ));
+            }
             EventKind::ReportRejected {
                 process,
                 error,

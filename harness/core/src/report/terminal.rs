@@ -126,6 +126,10 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
                 "note      kubechaos: {}",
                 crate::events::api_reach_text(*reached, error.as_deref())
             )),
+            EventKind::LeasesRelisted { since_ms } => Some(format!(
+                "note      kubechaos: {}",
+                crate::events::leases_relisted_text(*since_ms)
+            )),
             EventKind::CandidatePod { agent, pod, .. } => {
                 Some(format!("candidate {pod} of agent/{agent}"))
             }

@@ -67,6 +67,9 @@ pub struct ApiServer {
     /// The etcd members its etcd client is connected to now (set by the simulation driver,
     /// [`super::SimWorld`]'s `update_etcd`): each request goes to one of them.
     etcd_members: Arc<Mutex<Vec<String>>>,
+    /// The store's revision when it last started: its watch cache holds changes from then on
+    /// ([`ApiServer::started`]).
+    cache_from: std::sync::atomic::AtomicU64,
 }
 
 /// The degradation faults in effect on the simulated API server and its links.
@@ -156,6 +159,7 @@ impl ApiServer {
             links_changed,
             name: API_HOST.to_owned(),
             etcd_members: Arc::new(Mutex::new(vec![ETCD.to_owned()])),
+            cache_from: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -171,6 +175,18 @@ impl ApiServer {
         self.etcd_members = etcd_members;
         self.changed = changed;
         self
+    }
+
+    /// As kube-apiserver's watch cache does when it starts: it lists etcd at etcd's revision then
+    /// and keeps the changes from there, so a watch from an older resourceVersion is too old (410
+    /// Gone) and its client lists again. Whether a client's watch that broke when the API server
+    /// stopped resumes depends on that: it does when the last write before the start was one it
+    /// saw (its resourceVersion is the revision), else it lists again (as on the local control
+    /// plane: both were seen in `api-restart`).
+    fn started(&self) {
+        let revision = self.store.lock().expect("store lock").revision();
+        self.cache_from
+            .store(revision, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Until `done` says so, looking again whenever the driver says something changed (it
@@ -240,6 +256,7 @@ impl ApiServer {
 
     /// Serve until the host is crashed.
     pub async fn serve(self: Arc<Self>) -> turmoil::Result {
+        self.started();
         let listener = turmoil::net::TcpListener::bind(("0.0.0.0", API_PORT)).await?;
         loop {
             let (stream, peer) = listener.accept().await?;
@@ -437,6 +454,10 @@ impl ApiServer {
         let from = query_param(query, "resourceVersion")
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|v| *v > 0);
+        let cache_from = self.cache_from.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(v) = from.filter(|v| *v < cache_from) {
+            return too_old(v, cache_from);
+        }
         // No resourceVersion, or "0": as upstream, the watch starts at the current state and
         // begins with a synthetic ADDED event for every object that exists then.
         let mut initial = Vec::new();
@@ -463,11 +484,7 @@ impl ApiServer {
                 .expect("store lock")
                 .changes_since(r, ns.as_deref(), after)
             {
-                Err(compacted) => lines.push(json!({"type": "ERROR", "object": {
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "reason": "Expired", "code": 410,
-                    "message": format!("too old resource version: {after} ({compacted})"),
-                }})),
+                Err(compacted) => return too_old(after, compacted),
                 Ok(changes) => {
                     for c in changes {
                         after = c.revision;
@@ -652,6 +669,23 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A watch from `after`, older than the oldest change kept (`oldest`): as upstream, a watch
+/// whose only event is a 410 `Expired` Status.
+fn too_old(after: u64, oldest: u64) -> Response<Full<Bytes>> {
+    let line = json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "reason": "Expired", "code": 410,
+        "message": format!("too old resource version: {after} ({oldest})"),
+    }});
+    let mut body = serde_json::to_vec(&line).expect("json");
+    body.push(b'\n');
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("response")
 }
 
 fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Value {
