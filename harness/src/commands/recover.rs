@@ -155,6 +155,12 @@ pub fn leftovers(args: &RecoverArgs) -> End {
     if said.is_empty() {
         println!("nothing of a run in the nodes of {context}");
     }
+    // On this machine: the directories of runs killed outright (their agents' kubeconfigs).
+    let here = leftovers::undo_on_this_machine(&std::env::temp_dir());
+    left |= here.iter().any(leftovers::Outcome::left);
+    for o in &here {
+        println!("{}", o.text());
+    }
     let rt = runtime()?;
     let done = rt.block_on(async {
         let client = kubechaos_engine::kubeclient::client(

@@ -132,9 +132,12 @@ impl Agents {
         };
         let agent_exe = agent_exe().map_err(failed("no agent program"))?;
         let (addr, host, kubeconfig) = api_server(target)?;
+        // Its own directory, marked as this run's: `recover --cleanup` removes it if the run is
+        // killed outright (its kubeconfigs hold the cluster's credentials).
         let dir = tempfile::Builder::new()
-            .prefix("kubechaos-agents-")
+            .prefix(super::leftovers::AGENTS_DIR)
             .tempdir()
+            .and_then(|dir| super::leftovers::mark_own(dir.path()).map(|()| dir))
             .map_err(|e| KubeError::Agents {
                 what: format!("cannot create a directory for the agents: {e}"),
             })?;

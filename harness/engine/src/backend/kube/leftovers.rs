@@ -10,6 +10,11 @@
 //!
 //! The nodes are the cluster's containers as Docker knows them, by kind's and k3d's labels (not
 //! through the API server, which a held manifest may have stopped).
+//!
+//! On this machine, a run's own directory under `$TMPDIR` (`kubechaos-agents-*`: its agents'
+//! kubeconfigs, which hold the cluster's credentials, and their logs) names the process that made
+//! it ([`RUN_MARK`]), so that one whose run was killed outright is removed and one whose run
+//! still goes is not touched.
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::discovery::{verbs, Scope};
@@ -345,8 +350,165 @@ pub async fn undo_in_cluster(client: &kube::Client) -> Result<Vec<Outcome>, kube
     Ok(said)
 }
 
+/// The prefix of a run's own directory under `$TMPDIR` (its agents' kubeconfigs and logs).
+pub(crate) const AGENTS_DIR: &str = "kubechaos-agents-";
+
+/// The file in that directory that names the process that made it: `PID START`, START being when
+/// it started (clock ticks since boot, the 22nd field of `/proc/PID/stat`), so that a pid used
+/// again by another process is not taken for the run.
+pub(crate) const RUN_MARK: &str = "kubechaos-run";
+
+/// When process `pid` started (clock ticks since boot), if it is running (`/proc` tells).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Its name (the 2nd field) is in parentheses and may hold spaces: count from the last ')',
+    // after which the 3rd field comes.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(22 - 3)?
+        .parse()
+        .ok()
+}
+
+/// Mark `dir` as this process's own ([`RUN_MARK`]), readable by its user only (it is to hold
+/// kubeconfigs). Where `/proc` cannot tell when this process started, the mark is not written and
+/// `recover --cleanup` keeps the directory, saying so.
+pub(crate) fn mark_own(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let pid = std::process::id();
+    match process_start(pid) {
+        Some(start) => std::fs::write(dir.join(RUN_MARK), format!("{pid} {start}\n")),
+        None => Ok(()),
+    }
+}
+
+/// The directories under `tmp` that runs killed outright left ([`AGENTS_DIR`]): each removed
+/// once the process its mark names has ended, and said; one whose run still goes, or without a
+/// mark (its run cannot be told), is kept and said. Only the directories of this user are looked
+/// at.
+pub fn undo_on_this_machine(tmp: &std::path::Path) -> Vec<Outcome> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(me) = std::fs::metadata(tmp).and(std::fs::metadata("/proc/self")) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(AGENTS_DIR))
+                && e.metadata()
+                    .is_ok_and(|m| m.is_dir() && m.uid() == me.uid())
+        })
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|dir| {
+            let shown = dir.display();
+            let mark = std::fs::read_to_string(dir.join(RUN_MARK)).unwrap_or_default();
+            let named = mark
+                .split_once(' ')
+                .and_then(|(pid, start)| Some((pid.parse().ok()?, start.trim().parse().ok()?)));
+            match named {
+                None => Outcome::Kept(format!(
+                    "kept {shown}: no mark of the run that made it, which cannot be told from one still going (remove it once no kubechaos runs here)"
+                )),
+                Some((pid, start)) if process_start(pid) == Some(start) => Outcome::Kept(format!(
+                    "kept {shown}: its run (process {pid}) is still going"
+                )),
+                Some((pid, _)) => match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => Outcome::Undone(format!(
+                        "removed {shown}, which a run killed outright (process {pid}) left: its agents' kubeconfigs and logs"
+                    )),
+                    Err(e) => Outcome::Left(format!(
+                        "could not remove {shown}, which a run killed outright (process {pid}) left: {e}"
+                    )),
+                },
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    /// A run's directory is removed once its process has ended (or its pid names another
+    /// process now), kept while it goes or when it bears no mark; nothing else is touched.
+    #[test]
+    fn the_directories_of_runs_killed_outright_are_removed_and_only_those() {
+        let tmp = tempfile::tempdir().unwrap();
+        let made = |name: &str, mark: Option<String>| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("agent-0.kubeconfig"), "credentials").unwrap();
+            if let Some(mark) = mark {
+                std::fs::write(dir.join(super::RUN_MARK), mark).unwrap();
+            }
+            dir
+        };
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        ended.wait().unwrap();
+        let going = tmp.path().join("kubechaos-agents-going");
+        std::fs::create_dir(&going).unwrap();
+        super::mark_own(&going).unwrap();
+        let me = std::process::id();
+        let start = super::process_start(me).unwrap();
+        let killed = made(
+            "kubechaos-agents-killed",
+            Some(format!("{} 1\n", ended.id())),
+        );
+        let reused = made(
+            "kubechaos-agents-reused",
+            Some(format!("{me} {}\n", start + 1)),
+        );
+        let unmarked = made("kubechaos-agents-unmarked", None);
+        let other = made("other-dir", Some(format!("{} 1\n", ended.id())));
+        let said: Vec<String> = super::undo_on_this_machine(tmp.path())
+            .iter()
+            .map(|o| format!("{:?}", o).split('(').next().unwrap().to_owned() + " " + o.text())
+            .collect();
+        let shown = |p: &std::path::Path| p.display().to_string();
+        assert_eq!(said.len(), 4, "{said:#?}");
+        assert!(
+            said[0].starts_with(&format!(
+                "Kept kept {}: its run (process {me}) is still going",
+                shown(&going)
+            )),
+            "{said:#?}"
+        );
+        assert!(
+            said[1].starts_with(&format!(
+                "Undone removed {}, which a run killed outright (process {})",
+                shown(&killed),
+                ended.id()
+            )),
+            "{said:#?}"
+        );
+        assert!(
+            said[2].starts_with(&format!("Undone removed {}", shown(&reused))),
+            "{said:#?}"
+        );
+        assert!(
+            said[3].starts_with(&format!("Kept kept {}: no mark", shown(&unmarked))),
+            "{said:#?}"
+        );
+        assert!(going.exists() && unmarked.exists() && other.exists());
+        assert!(!killed.exists() && !reused.exists());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&going).unwrap().permissions().mode() & 0o777,
+            0o700,
+            "a run's own directory is its user's only"
+        );
+        // Run again: the same directories kept, nothing more removed.
+        assert_eq!(super::undo_on_this_machine(tmp.path()).len(), 2);
+    }
+
     use super::*;
 
     #[test]
