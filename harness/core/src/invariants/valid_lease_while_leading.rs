@@ -135,6 +135,10 @@ pub(super) fn judge(
         .collect();
     let unseen = |t: u64| relisted.iter().any(|(from, to)| (*from..=*to).contains(&t));
     let mut unread: Vec<String> = Vec::new();
+    // From when the observer's view of the Leases was whole again after the last such window (it
+    // answered again, or the Leases were listed again): a term still unread at the run's end (no
+    // change of its Lease seen since) is judged against the Lease as seen then, from then on.
+    let mut whole_from = 0u64;
     let mut terms = 0usize;
     // The first term found leading beyond the tolerance: who, why, and the event index it was
     // found at (its end is looked for from there).
@@ -174,7 +178,13 @@ pub(super) fn judge(
                 // The reading that judges the terms begun unseen: the Lease as it is now.
                 unread.clear();
             }
-            EventKind::ApiReach { reached, .. } => blind = !reached,
+            EventKind::ApiReach { reached, .. } => {
+                blind = !reached;
+                if *reached {
+                    whole_from = e.t_ms;
+                }
+            }
+            EventKind::LeasesRelisted { .. } => whole_from = e.t_ms,
             EventKind::LeadingStarted { lease, identity } if *lease == name => {
                 open.retain(|(id, _)| id != identity);
                 open.push((identity.clone(), e.t_ms));
@@ -193,7 +203,19 @@ pub(super) fn judge(
         }
     }
     if found.is_none() {
-        found = violation(&seen, &open, &unread, tl.end_ms).map(|v| (v, tl.events.len()));
+        // Terms begun unseen that no later reading judged: the Lease did not change after the
+        // view was whole again, so as seen then it is as it was, from then on (else a leader
+        // that said it led through an outage and never wrote its Lease would never be judged).
+        // Not while the observer still cannot read at the end: then nothing tells.
+        let open: Vec<(String, u64)> = open
+            .iter()
+            .filter(|(identity, _)| !(blind && unread.contains(identity)))
+            .map(|(identity, since)| match unread.contains(identity) {
+                true => (identity.clone(), (*since).max(whole_from)),
+                false => (identity.clone(), *since),
+            })
+            .collect();
+        found = violation(&seen, &open, &[], tl.end_ms).map(|v| (v, tl.events.len()));
     }
     let Some(((identity, beyond, why), n)) = found else {
         return (
@@ -633,5 +655,62 @@ mod tests {
         late.sort_by_key(|e| e.t_ms);
         let (held, message) = judged(&late);
         assert!(!held, "{message}");
+    }
+
+    /// A term begun while the observer could not read, and no change of its Lease seen after:
+    /// once the observer's view is whole again, the Lease as seen then is as it stays. A leader
+    /// that says it leads through an outage and never writes its Lease is caught from then (it
+    /// was never judged: a false PASS); one whose Lease names it, unexpired, holds.
+    #[test]
+    fn a_term_begun_unseen_that_no_later_reading_judges_is_judged_once_the_view_is_whole() {
+        let reach = |t_ms: u64, reached: bool| {
+            ev(
+                t_ms,
+                EventKind::ApiReach {
+                    reached,
+                    error: None,
+                },
+            )
+        };
+        let (held, message) = judged(&[
+            lease(900, Some("a_1"), 900),
+            started(1_000, "a_1"),
+            lease(10_000, Some("a_1"), 10_000),
+            stopped(20_000, "a_1"),
+            reach(30_000, false),
+            started(60_000, "a_1"),
+            reach(90_000, true),
+            ev(200_000, EventKind::RunEnded {}),
+        ]);
+        assert!(!held, "{message}");
+        assert_eq!(
+            message,
+            "a_1 acted as leader of default/lock while the Lease had expired at 25.0s (renewed at 10.0s for 15.0s): still leading at 1m32.0s, beyond the tolerance of 2s; it still led when the run ended at 3m20.0s"
+        );
+        // Still unable to read when the run ends: nothing tells, not judged (as before).
+        let (held, message) = judged(&[
+            lease(900, Some("a_1"), 900),
+            started(1_000, "a_1"),
+            lease(10_000, Some("a_1"), 10_000),
+            stopped(20_000, "a_1"),
+            reach(30_000, false),
+            started(60_000, "a_1"),
+            ev(200_000, EventKind::RunEnded {}),
+        ]);
+        assert!(held, "{message}");
+        // A Lease seen naming it, unexpired, after the outage: judged by it, as before.
+        let (held, message) = judged(&[
+            lease(900, Some("a_1"), 900),
+            started(1_000, "a_1"),
+            lease(10_000, Some("a_1"), 10_000),
+            stopped(20_000, "a_1"),
+            reach(30_000, false),
+            started(60_000, "a_1"),
+            reach(90_000, true),
+            lease(95_000, Some("a_1"), 95_000),
+            stopped(100_000, "a_1"),
+            ev(200_000, EventKind::RunEnded {}),
+        ]);
+        assert!(held, "{message}");
     }
 }

@@ -1286,8 +1286,16 @@ async fn leaders(
             return Ok(());
         }
         if started.elapsed() > LEADERS_READY {
+            // The first of them, to look at as kubectl shows it.
+            let look = leases
+                .iter()
+                .find(|l| missing.contains(&format!("lease {l} not held")))
+                .map_or_else(
+                    || "kubectl -n NAMESPACE get lease NAME -o yaml".to_owned(),
+                    |l| format!("kubectl -n {} get lease {} -o yaml", l.namespace, l.name),
+                );
             return Err(format!(
-                "{} after {}s: a scenario starts from a control plane whose leaders lead (on every backend); expected each to be held (see who runs it: kubectl -n NAMESPACE get lease NAME -o yaml)",
+                "{} after {}s: a scenario starts from a control plane whose leaders lead (on every backend); expected each to be held (see who runs it, and when it last renewed: {look})",
                 missing.join(", "),
                 LEADERS_READY.as_secs()
             ));
