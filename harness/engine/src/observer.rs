@@ -355,15 +355,12 @@ impl Observer {
             let mut last = Some(version);
             loop {
                 let next = stream.try_next().await;
-                if matches!(
-                    next,
-                    Ok(Some(
-                        WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)
-                    )) | Ok(Some(WatchEvent::Bookmark(_)))
-                ) {
-                    // The watch goes on from where it was: nothing was missed.
-                    broke = None;
-                    word = self.recorder.now_ms();
+                if let Ok(Some(e)) = &next {
+                    if !matches!(e, WatchEvent::Error(_)) {
+                        // The watch goes on from where it was: nothing was missed.
+                        broke = None;
+                        word = self.recorder.now_ms();
+                    }
                 }
                 match next {
                     Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {

@@ -209,10 +209,10 @@ pub(super) fn judge(
         // Not while the observer still cannot read at the end: then nothing tells.
         let open: Vec<(String, u64)> = open
             .iter()
-            .filter(|(identity, _)| !(blind && unread.contains(identity)))
-            .map(|(identity, since)| match unread.contains(identity) {
-                true => (identity.clone(), (*since).max(whole_from)),
-                false => (identity.clone(), *since),
+            .filter_map(|(identity, since)| match unread.contains(identity) {
+                true if blind => None,
+                true => Some((identity.clone(), (*since).max(whole_from))),
+                false => Some((identity.clone(), *since)),
             })
             .collect();
         found = violation(&seen, &open, &[], tl.end_ms).map(|v| (v, tl.events.len()));
@@ -320,6 +320,16 @@ mod tests {
                 lease: "default/lock".into(),
                 identity: identity.into(),
                 reason: "lost".into(),
+            },
+        )
+    }
+    /// The observer lost the API server (`false`) or reached it again.
+    fn reach(t_ms: u64, reached: bool) -> Event {
+        ev(
+            t_ms,
+            EventKind::ApiReach {
+                reached,
+                error: None,
             },
         )
     }
@@ -539,15 +549,6 @@ mod tests {
     /// start if it names another.
     #[test]
     fn a_term_begun_while_the_observer_could_not_read_is_judged_by_the_next_reading() {
-        let reach = |t_ms: u64, reached: bool| {
-            ev(
-                t_ms,
-                EventKind::ApiReach {
-                    reached,
-                    error: None,
-                },
-            )
-        };
         let before = [
             started(1_000, "a_1"),
             lease(1_000, Some("a_1"), 74_900),
@@ -584,21 +585,12 @@ mod tests {
     /// took the Lease back at 2m16.8s and said so; the observer had reached the API server again
     /// at 2m16.0s, but its watch of Leases could not resume (the new API server had no history)
     /// and its list came after the renewal at 2m20.8s: the writes at 2m16.8s and 2m18.8s were
-    /// never seen, and
-    /// the term, judged against the Lease from before the outage (expired), was a false FAIL.
+    /// never seen, and the term, judged against the Lease from before the outage (expired), was a
+    /// false FAIL.
     /// A term begun between the broken watch's last word and the list is judged by the next
     /// reading: justified if it names the leader, unjustified from its start if another.
     #[test]
     fn a_term_begun_while_the_leases_watch_was_broken_is_judged_by_the_next_reading() {
-        let reach = |t_ms: u64, reached: bool| {
-            ev(
-                t_ms,
-                EventKind::ApiReach {
-                    reached,
-                    error: None,
-                },
-            )
-        };
         let relisted = |t_ms: u64, since_ms: u64| ev(t_ms, EventKind::LeasesRelisted { since_ms });
         // Renewed every 2 s until 72.9s; its process ends in the outage.
         let mut before: Vec<Event> = (0..=36u64)
@@ -663,49 +655,27 @@ mod tests {
     /// was never judged: a false PASS); one whose Lease names it, unexpired, holds.
     #[test]
     fn a_term_begun_unseen_that_no_later_reading_judges_is_judged_once_the_view_is_whole() {
-        let reach = |t_ms: u64, reached: bool| {
-            ev(
-                t_ms,
-                EventKind::ApiReach {
-                    reached,
-                    error: None,
-                },
-            )
-        };
-        let (held, message) = judged(&[
+        // Led, stopped; the observer blind from 30 s; the term begun unseen at 60 s.
+        let outage = [
             lease(900, Some("a_1"), 900),
             started(1_000, "a_1"),
             lease(10_000, Some("a_1"), 10_000),
             stopped(20_000, "a_1"),
             reach(30_000, false),
             started(60_000, "a_1"),
-            reach(90_000, true),
-            ev(200_000, EventKind::RunEnded {}),
-        ]);
+        ];
+        let then = |more: &[Event]| judged(&[&outage[..], more].concat());
+        let (held, message) = then(&[reach(90_000, true), ev(200_000, EventKind::RunEnded {})]);
         assert!(!held, "{message}");
         assert_eq!(
             message,
             "a_1 acted as leader of default/lock while the Lease had expired at 25.0s (renewed at 10.0s for 15.0s): still leading at 1m32.0s, beyond the tolerance of 2s; it still led when the run ended at 3m20.0s"
         );
         // Still unable to read when the run ends: nothing tells, not judged (as before).
-        let (held, message) = judged(&[
-            lease(900, Some("a_1"), 900),
-            started(1_000, "a_1"),
-            lease(10_000, Some("a_1"), 10_000),
-            stopped(20_000, "a_1"),
-            reach(30_000, false),
-            started(60_000, "a_1"),
-            ev(200_000, EventKind::RunEnded {}),
-        ]);
+        let (held, message) = then(&[ev(200_000, EventKind::RunEnded {})]);
         assert!(held, "{message}");
         // A Lease seen naming it, unexpired, after the outage: judged by it, as before.
-        let (held, message) = judged(&[
-            lease(900, Some("a_1"), 900),
-            started(1_000, "a_1"),
-            lease(10_000, Some("a_1"), 10_000),
-            stopped(20_000, "a_1"),
-            reach(30_000, false),
-            started(60_000, "a_1"),
+        let (held, message) = then(&[
             reach(90_000, true),
             lease(95_000, Some("a_1"), 95_000),
             stopped(100_000, "a_1"),

@@ -497,26 +497,11 @@ impl ApiServer {
                 }
             }
             if !lines.is_empty() {
-                let mut body = Vec::new();
-                for l in lines {
-                    body.extend(serde_json::to_vec(&l).expect("json"));
-                    body.push(b'\n');
-                }
-                return Response::builder()
-                    .status(StatusCode::OK)
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body)))
-                    .expect("response");
+                return watch_response(lines);
             }
             tokio::select! {
                 () = &mut notified => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    return Response::builder()
-                        .status(StatusCode::OK)
-                        .header("content-type", "application/json")
-                        .body(Full::new(Bytes::new()))
-                        .expect("response");
-                }
+                () = tokio::time::sleep_until(deadline) => return watch_response(Vec::new()),
             }
         }
     }
@@ -671,21 +656,28 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A watch from `after`, older than the oldest change kept (`oldest`): as upstream, a watch
-/// whose only event is a 410 `Expired` Status.
-fn too_old(after: u64, oldest: u64) -> Response<Full<Bytes>> {
-    let line = json!({"type": "ERROR", "object": {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "reason": "Expired", "code": 410,
-        "message": format!("too old resource version: {after} ({oldest})"),
-    }});
-    let mut body = serde_json::to_vec(&line).expect("json");
-    body.push(b'\n');
+/// A watch's answer: its events, one JSON object a line (none: it ended with nothing to say).
+fn watch_response(lines: Vec<Value>) -> Response<Full<Bytes>> {
+    let mut body = Vec::new();
+    for l in lines {
+        body.extend(serde_json::to_vec(&l).expect("json"));
+        body.push(b'\n');
+    }
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .expect("response")
+}
+
+/// A watch from `after`, older than the oldest change kept (`oldest`): as upstream, a watch
+/// whose only event is a 410 `Expired` Status.
+fn too_old(after: u64, oldest: u64) -> Response<Full<Bytes>> {
+    watch_response(vec![json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "reason": "Expired", "code": 410,
+        "message": format!("too old resource version: {after} ({oldest})"),
+    }})])
 }
 
 fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Value {
