@@ -625,7 +625,7 @@ pub(crate) struct ExploreArgs {
     /// Run only this shard of the cases: I/N takes case K when K mod N = I.
     #[arg(long, value_name = "I/N", value_parser = kubechaos_engine::explore::parse_shard)]
     pub(crate) shard: Option<(usize, usize)>,
-    /// Where the shrunk scenario files go.
+    /// Where the shrunk scenario files go (made if missing; checked writable before exploring).
     #[arg(long, value_name = "DIR", default_value = "explore-found")]
     pub(crate) out: PathBuf,
     /// Simulations run at once (default: the number of cores).

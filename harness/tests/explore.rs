@@ -182,6 +182,33 @@ fn a_shard_runs_its_part_of_the_cases_and_bad_input_is_exit_2() {
         .stderr(predicate::str::contains(
             "looked for topologies/no-such-topology.yaml",
         ));
+    // Findings that could not be written are said before the exploration, not at the first
+    // finding; a directory made for them is removed again when nothing was found.
+    let file = out.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let refused = kubechaos()
+        .args(["explore", "agent-correct", "--runs", "2", "--out"])
+        .arg(file.join("found"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("a-file/found: its findings could not be written there"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("explore: 1/2 runs"),
+        "it explored: {stderr}"
+    );
+    let deeper = out.path().join("made").join("for-it");
+    kubechaos()
+        .args(["explore", "agent-correct", "--runs", "2", "--out"])
+        .arg(&deeper)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("nothing found"));
+    assert!(!out.path().join("made").exists(), "left: {deeper:?}");
     // A topology whose invariants wait for a step id cannot take generated faults.
     kubechaos()
         .args(["explore", "harness/tests/fixtures/kube-generic.yaml"])

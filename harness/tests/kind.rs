@@ -740,3 +740,312 @@ duration: 11m
         ],
     );
 }
+
+/// What [`on_kind_the_shipped_jobs_run_from_the_kubechaos_image`] applied, undone when dropped
+/// (on a failure too): the namespaces, with the Jobs in them, the cluster-wide RBAC, the
+/// volume and its directory in the node.
+struct Applied<'a> {
+    kind: &'a Kind,
+    /// The node holding the explore Job's volume.
+    node: String,
+}
+
+/// The explore Job's volume: a directory of a worker (kind's default StorageClass names a
+/// provisioner whose image is not built here, and the pods share one node with it).
+const FOUND_DIR: &str = "/var/kubechaos-test-found";
+
+impl Drop for Applied<'_> {
+    fn drop(&mut self) {
+        for args in [
+            vec![
+                "delete",
+                "namespace",
+                "kubechaos-system",
+                "kubechaos-test-demo",
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            vec![
+                "delete",
+                "clusterrolebinding,clusterrole",
+                "kubechaos",
+                "--ignore-not-found",
+            ],
+            vec![
+                "delete",
+                "persistentvolume",
+                "kubechaos-test-explore-found",
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+        ] {
+            let _ = self.kind.kubectl(&args);
+        }
+        let _ = Command::new("docker")
+            .args(["exec", &self.node, "rm", "-rf", FOUND_DIR])
+            .output();
+    }
+}
+
+/// A shipped file with what this test changes in it, each change checked to be there.
+fn shipped_with(file: &str, changes: &[(&str, &str)]) -> String {
+    let mut text = std::fs::read_to_string(repo().join(file)).unwrap();
+    for (from, to) in changes {
+        assert!(text.contains(from), "{file} no longer has {from:?}");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+/// The Job `job` in kubechaos-system, once it completed or failed (within 5 minutes): whether
+/// it completed, and what tells about it otherwise.
+fn job_ends(kind: &Kind, job: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let out = kind.kubectl_ok(&[
+            "get",
+            "job",
+            "-n",
+            "kubechaos-system",
+            job,
+            "-o",
+            "jsonpath={range .status.conditions[?(@.status==\"True\")]}{.type} {end}",
+        ]);
+        let ended = out
+            .split_whitespace()
+            .find(|c| ["Complete", "Failed"].contains(c));
+        if ended == Some("Complete") {
+            return Ok(());
+        }
+        if ended.is_some() || Instant::now() > deadline {
+            let mut said = format!("job {job}: {}\n", out.trim());
+            for args in [
+                vec!["get", "pods", "-n", "kubechaos-system", "-o", "wide"],
+                vec!["get", "pv,pvc", "-A"],
+                vec!["describe", "job", "-n", "kubechaos-system", job],
+                vec![
+                    "logs",
+                    "-n",
+                    "kubechaos-system",
+                    "-l",
+                    &format!("job-name={job}"),
+                    "--prefix",
+                    "--tail=40",
+                ],
+            ] {
+                let o = kind.kubectl(&args);
+                said.push_str(&format!(
+                    "--- kubectl {}\n{}{}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+            return Err(said);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// The Jobs `ci/kubernetes` ships, run as they are on real kubelets from the kubechaos image
+/// built from this checkout (`kubechaos:dev`, which `ci/kind up` loads): `rbac.yaml` applied,
+/// then `suite-job.yaml` judging the cluster it runs in through its ServiceAccount (a
+/// Deployment's pods deleted, `available` and `schedulable` held), under its own security
+/// context (non-root, read-only root filesystem), judged from the summary in its log, which says
+/// too why it plays with the generic provider (the nodes say kind, and a pod reaches no
+/// Docker). Beside it, `explore-indexed-job.yaml` with a small budget: eight pods, each
+/// its shard from `$(JOB_COMPLETION_INDEX)` as kubelet expands it, writing to the claimed volume
+/// (explore checks it can before it runs). Only the image, the budget and the CPU requests are
+/// changed. Then everything goes, and the cluster is as it was.
+#[test]
+#[ignore = "kind tier: a real kind cluster (ci/kind: Docker, the node image built here); ci/test runs it"]
+fn on_kind_the_shipped_jobs_run_from_the_kubechaos_image() {
+    let kind = Kind::for_test("jobs");
+    let before = kind.state();
+    let work = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let path = work.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let node = format!("{}-worker", kind.name);
+    let applied = Applied {
+        kind: &kind,
+        node: node.clone(),
+    };
+    let image = [(
+        "image: ghcr.io/kubechaos/kubechaos:v0.1.0",
+        "image: kubechaos:dev",
+    )];
+
+    let rbac = repo().join("ci/kubernetes/rbac.yaml");
+    kind.kubectl_ok(&["apply", "-f", rbac.to_str().unwrap()]);
+    // What the suite judges: a Deployment of two pods, and its scenario in the ConfigMap the
+    // Job mounts (as its comment says to make it).
+    let demo = file(
+        "demo.yaml",
+        "apiVersion: v1
+kind: Namespace
+metadata: {name: kubechaos-test-demo}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: demo, namespace: kubechaos-test-demo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [{name: demo, image: 'kubechaos:dev', command: [sleep, infinity]}]
+",
+    );
+    kind.kubectl_ok(&["apply", "-f", &demo]);
+    kind.kubectl_ok(&[
+        "wait",
+        "-n",
+        "kubechaos-test-demo",
+        "--for=condition=Available",
+        "deployment/demo",
+        "--timeout=3m",
+    ]);
+    let scenarios = work.path().join("scenarios");
+    std::fs::create_dir(&scenarios).unwrap();
+    std::fs::write(
+        scenarios.join("in-cluster.yaml"),
+        "name: in-cluster
+description: the demo Deployment's pods deleted; kubechaos in a pod judges that they come back
+cluster: {nodes: 3}
+faults:
+  - {at: 5s, id: delete, delete-pods: {namespace: kubechaos-test-demo, selector: app=demo}}
+expect:
+  - available: {deployment: kubechaos-test-demo/demo, within: 50s, after: delete}
+  - schedulable: {within: 50s, after: delete}
+duration: 1m
+",
+    )
+    .unwrap();
+    kind.kubectl_ok(&[
+        "create",
+        "configmap",
+        "kubechaos-scenarios",
+        "-n",
+        "kubechaos-system",
+        &format!("--from-file={}", scenarios.display()),
+    ]);
+    kind.kubectl_ok(&[
+        "apply",
+        "-f",
+        &file(
+            "suite-job.yaml",
+            &shipped_with("ci/kubernetes/suite-job.yaml", &image),
+        ),
+    ]);
+
+    // The explore Job beside it: its claim bound to a directory of one worker that the image's
+    // user owns, made before the claim in the class the claim will be given (the cluster's
+    // default, if any). (The default class of a cluster ci/kind makes is the controller-manager's
+    // host-path provisioner: a directory made as root, and on no node in particular.)
+    let explore = shipped_with(
+        "ci/kubernetes/explore-indexed-job.yaml",
+        &[
+            image[0],
+            ("--runs=80000", "--runs=16"),
+            ("cpu: \"2\"", "cpu: 10m"),
+        ],
+    );
+    let out = Command::new("docker")
+        .args(["exec", &node, "sh", "-c"])
+        .arg(format!(
+            "mkdir -p {FOUND_DIR} && chown 65532:65532 {FOUND_DIR}"
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let class = kind.kubectl_ok(&[
+        "get",
+        "storageclass",
+        "-o",
+        "jsonpath={range .items[?(@.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class==\"true\")]}{.metadata.name}{end}",
+    ]);
+    let volume = file(
+        "volume.yaml",
+        &format!(
+            "apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: kubechaos-test-explore-found}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: '{class}'
+  persistentVolumeReclaimPolicy: Retain
+  claimRef: {{namespace: kubechaos-system, name: kubechaos-explore-found}}
+  hostPath: {{path: {FOUND_DIR}, type: Directory}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: ['{node}']}}]
+"
+        ),
+    );
+    kind.kubectl_ok(&["apply", "-f", &volume]);
+    kind.kubectl_ok(&["apply", "-f", &file("explore-indexed-job.yaml", &explore)]);
+
+    // The suite: completed (it exits 0 only when every invariant held), and its log says with
+    // which provider and what it judged. (The reports it writes to its emptyDir go with the
+    // pod: kubelet removes an emptyDir's files once the pod has ended, as the Job's comment
+    // says; the log is what stays.)
+    job_ends(&kind, "kubechaos-suite").unwrap_or_else(|said| panic!("{said}"));
+    let log = kind.kubectl_ok(&["logs", "-n", "kubechaos-system", "job/kubechaos-suite"]);
+    assert_has(
+        &log,
+        &[
+            "kubechaos: suite of 1 scenario(s) on kube",
+            "provider: generic (node ",
+            " has providerID kind://docker/",
+            "but its node containers cannot be reached from here",
+            "API-level faults only",
+            "delete-pods: {namespace: kubechaos-test-demo, selector: app=demo}",
+            "suite: 1 scenario(s): 1 held, 0 violated, 0 could not run",
+        ],
+    );
+    let line = log
+        .lines()
+        .find(|l| l.contains("PASS  in-cluster"))
+        .unwrap_or_else(|| panic!("no PASS line of the scenario:\n{log}"));
+    assert!(line.contains("2 held, 0 violated"), "{log}");
+
+    // The exploration: every index ran its own shard and found nothing, and nothing was left
+    // in the volume (explore's check that it can write there leaves no file).
+    job_ends(&kind, "kubechaos-explore").unwrap_or_else(|said| panic!("{said}"));
+    let logs = kind.kubectl_ok(&[
+        "logs",
+        "-n",
+        "kubechaos-system",
+        "-l",
+        "job-name=kubechaos-explore",
+        "--tail=-1",
+        "--max-log-requests=8",
+    ]);
+    let shards: BTreeSet<String> = logs
+        .match_indices("(shard ")
+        .map(|(i, _)| logs[i..].split(')').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        shards,
+        (0..8)
+            .map(|i| format!("(shard {i}/8 of 16"))
+            .collect::<BTreeSet<_>>(),
+        "{logs}"
+    );
+    assert_eq!(logs.matches("nothing found").count(), 8, "{logs}");
+    let left = Command::new("docker")
+        .args(["exec", &node, "ls", "-A", FOUND_DIR])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout), "", "{left:?}");
+
+    drop(applied);
+    kind.assert_left_as(&before);
+}

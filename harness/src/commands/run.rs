@@ -612,8 +612,17 @@ pub fn explore(args: &ExploreArgs) -> End {
             eprintln!("{line}");
         }
     };
+    let made_out = writable_out(&args.out)?;
     let summary =
         kubechaos_engine::explore::explore(&topo, &opts, &args.out, &command, &mut report)?;
+    if let (Some(top), true) = (made_out, summary.found.is_empty()) {
+        // What was made for it goes, if still empty (another shard may write there too).
+        for dir in args.out.ancestors() {
+            if std::fs::remove_dir(dir).is_err() || dir == top {
+                break;
+            }
+        }
+    }
     println!(
         "\n{} run(s) in {:.1}s ({:.1} runs/s): {} violated an invariant",
         summary.runs,
@@ -668,6 +677,30 @@ pub fn explore(args: &ExploreArgs) -> End {
         }
     }
     Ok(Verdict::Violated)
+}
+
+/// That the findings can be written to `out`, checked before the exploration (it may run for
+/// hours before its first finding): the directory is made if missing and a file is written in it
+/// and removed. The outermost directory made for it, if any (removed again if nothing is
+/// written there).
+fn writable_out(out: &Path) -> Result<Option<PathBuf>, Failure> {
+    let made = out
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .last()
+        .map(Path::to_owned);
+    let probe = out.join(format!(".kubechaos-explore-{}", std::process::id()));
+    std::fs::create_dir_all(out)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            Failure::Input(format!(
+                "kubechaos explore: --out {}: its findings could not be written there ({e}); \
+                 name a directory this user can write to (it is made if missing)",
+                out.display()
+            ))
+        })?;
+    Ok(made)
 }
 
 /// Replay finding `f` on the local control plane and label it, in the report and in its file:
