@@ -155,7 +155,7 @@ pub(crate) enum Command {
     #[command(
         args_conflicts_with_subcommands = true,
         subcommand_required = false,
-        after_help = "Examples:\n  kubechaos recover pod-from deployment/kube-scheduler -n kube-system --node cp-1\n  kubechaos recover bind --all-pending -n kube-system --node cp-1\n  kubechaos recover --cleanup --context kind-chaos\n\n--cleanup is for a run that could not clean up after itself (kubechaos killed with SIGKILL, the\nmachine restarted): in each node container of the cluster (found by kind's or k3d's labels), it\nmoves static pod manifests kubechaos held back into /etc/kubernetes/manifests, removes every\niptables rule with the comment `kubechaos`, and unpauses a paused node; on this machine it removes\nthe directories a killed run left under $TMPDIR (kubechaos-agents-*: its agents' kubeconfigs);\nthen, once the API server answers, it deletes the namespaces a run made (label app.kubernetes.io/managed-by=kubechaos)\nand names any recovery pod left. It says what it did. Run it while no kubechaos run plays on\nthat cluster. Exit codes: 0 nothing left, 1 something could not be undone or the API server did\nnot answer within --timeout, 2 bad input, 3 Docker or the cluster could not be reached."
+        after_help = "Examples:\n  kubechaos recover pod-from deployment/kube-scheduler -n kube-system --node cp-1\n  kubechaos recover bind --all-pending -n kube-system --node cp-1\n  kubechaos recover --cleanup --context kind-chaos\n\n--cleanup is for a run that could not clean up after itself (kubechaos killed with SIGKILL, the\nmachine restarted): in each node container of the cluster (found by kind's or k3d's labels), it\nmoves static pod manifests kubechaos held back into /etc/kubernetes/manifests, removes every\niptables rule with the comment `kubechaos`, and unpauses a paused node; on this machine it removes\nthe directories a killed run left under $TMPDIR (kubechaos-agents-*: its agents' kubeconfigs);\nthen, once the API server answers, it deletes the namespaces a run made (label\napp.kubernetes.io/managed-by=kubechaos) and the objects it created elsewhere (label\nkubechaos.io/made-by-run: its manifests' objects, its agents' Leases), and names any recovery\npod left. It says what it did. Run it while no kubechaos run plays on\nthat cluster. Exit codes: 0 nothing left, 1 something could not be undone or the API server did\nnot answer within --timeout, 2 bad input, 3 Docker or the cluster could not be reached."
     )]
     Recover(RecoverArgs),
 }
@@ -171,7 +171,7 @@ pub(crate) struct RecoverArgs {
     /// How long --cleanup waits for the API server to answer once the nodes are restored.
     #[arg(long, default_value = "3m", value_parser = parse_duration)]
     pub(crate) timeout: Duration,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "The cluster")]
     pub(crate) target: TargetArgs,
 }
 
@@ -285,21 +285,21 @@ pub(crate) struct KubeArgs {
 /// Which existing cluster `--backend kube` touches, and the safety guard's allow-list.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct TargetArgs {
-    /// kube backend: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    /// The kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
-    /// kube backend: the kubeconfig context (default: its current context).
+    /// The kubeconfig context (default: its current context).
     #[arg(long)]
     pub(crate) context: Option<String>,
-    /// kube backend: allow this context although it does not look disposable (the guard allows
+    /// Allow this context although it does not look disposable (the guard allows
     /// only `kind-*`, `k3d-*` and kubechaos's own `kubechaos-local`). Repeatable.
     #[arg(long, value_name = "NAME")]
     pub(crate) allow_context: Vec<String>,
-    /// kube backend: kubechaos's configuration file, whose `allow-contexts` the guard allows too
+    /// kubechaos's configuration file, whose `allow-contexts` the guard allows too
     /// (default: $KUBECHAOS_CONFIG, else ~/.config/kubechaos/config.yaml if it exists).
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
-    /// kube backend: how kubechaos reaches the cluster's machines for faults the API cannot do
+    /// How kubechaos reaches the cluster's machines for faults the API cannot do
     /// (default: from the context name, `kind-*` or `k3d-*`, else from the nodes).
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) provider: Provider,
@@ -604,7 +604,7 @@ pub(crate) struct ScenarioArgs {
     /// Print the plan (each step, how it is carried out, what undoes it) and touch nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "An existing cluster (--backend kube)")]
     pub(crate) target: TargetArgs,
 }
 
@@ -680,6 +680,6 @@ pub(crate) struct SuiteArgs {
     /// Write each scenario's HTML report to DIR/NAME.html (the reports name them).
     #[arg(long, value_name = "DIR")]
     pub(crate) report_dir: Option<PathBuf>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "An existing cluster (--backend kube)")]
     pub(crate) target: TargetArgs,
 }

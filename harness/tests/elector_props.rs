@@ -19,9 +19,15 @@ enum Fault {
     ApiStop,
 }
 
+/// The faults under which client-go's election promises one leader at a time. Not a cut of the
+/// API server's answers alone (`oneway: Some(false)`): a renewal taken while its answer is held
+/// reaches its leader late, the leader counts its renew deadline from the answer, and another
+/// candidate, counting from the write, may take over before it stops (client-go's package doc:
+/// "does not guarantee that only one client is acting as a leader"). That case is pinned in
+/// `sim_models.rs` (`a_renewal_answered_late_makes_two_leaders_as_client_go_does`), found here.
 fn fault() -> impl Strategy<Value = Fault> {
     prop_oneof![
-        (0u8..3, prop::option::of(any::<bool>()))
+        (0u8..3, prop_oneof![Just(None), Just(Some(true))])
             .prop_map(|(replica, oneway)| Fault::Partition { replica, oneway }),
         Just(Fault::PartitionLeader),
         (0u8..3).prop_map(|replica| Fault::Kill { replica }),
@@ -62,7 +68,14 @@ fn scenario_yaml(faults: &[(u32, u32, Fault)]) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+    // A fixed seed: the same 24 cases every run, as CI needs (a random one once failed CI with a
+    // case no change had made). Explore more with another seed and more cases here.
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(1),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn never_two_leaders_at_once(

@@ -256,6 +256,61 @@ expect:
     assert!(cut.contains("-> api-server"), "{cut}");
 }
 
+/// Found by `elector_props.rs` (a random case failed CI): a renewal the API server takes while
+/// its answer is held (the link from the API server to the leader cut for 11 s) reaches the
+/// leader when the cut heals, within its renew deadline; the leader, as client-go's does,
+/// counts its next renew deadline from then, while the other candidates count the Lease's
+/// expiry from the write. Cut off again before it renews, it leads on after another has taken
+/// the Lease: two leaders for 6.3 s. client-go's package doc says so ("does not guarantee that
+/// only one client is acting as a leader"); `single-leader` catches it. Reasoned from
+/// `leaderelection.go` (`renew`, `tryAcquireOrRenew`); not yet measured on the local control
+/// plane, where TCP retransmits the held answer at its backoff after the heal rather than at
+/// once, which narrows the window.
+#[test]
+fn a_renewal_answered_late_makes_two_leaders_as_client_go_does() {
+    let s = scenario::parse(
+        Path::new("t.yaml"),
+        b"
+name: t
+cluster:
+  nodes: 0
+  agents:
+    - {name: agent, replicas: 3, lease: default/agent-lock, mode: correct}
+faults:
+  - {at: 5s, partition: [agent/agent/0, api-server], for: 19s}
+  - {at: 79s, partition: {from: api-server, to: agent/agent/2}, for: 11s}
+  - {at: 91s, partition: [agent/agent/leader, api-server], for: 7s}
+expect:
+  - single-leader: {lease: default/agent-lock}
+",
+    )
+    .unwrap();
+    let outcome = sim(&s, 2_489_427_930_723_445_007).expect("sim runs");
+    let verdicts = judge(&s, &outcome.events);
+    assert!(!verdicts[0].held, "{verdicts:?}");
+    assert!(
+        verdicts[0].message.contains(
+            "agent-2_1 (leading since 21.5s) and agent-1_1 (started leading at 1m35.780s)"
+        ),
+        "{}",
+        verdicts[0].message
+    );
+    // The renewal taken in the cut, its answer held: the last write of agent-2's term.
+    let renewed: Vec<u64> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::LeaseObserved {
+                holder: Some(h),
+                renew_ms: Some(r),
+                ..
+            } if h == "agent-2_1" && e.t_ms > 79_000 => Some(*r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(renewed, [80_330], "agent-2's renewals after the cut began");
+}
+
 /// A simulation (20ms steps, 5 minutes) with a simulated API server on its own store, a
 /// recorder on the simulation's clock, and the clock the components use.
 fn sim_with_api_server() -> (

@@ -75,6 +75,45 @@ pub(crate) fn recorder(zero: &mut Zero) -> Recorder {
     Recorder::new(move || clock.elapsed_ms())
 }
 
+/// How long a step that targets a Lease's holder waits for the API server to say who it is.
+const LEASE_READ: Duration = Duration::from_secs(2);
+
+/// The holder identity a Lease names now, for a step that targets its leader: read from the API
+/// server; when that does not answer within [`LEASE_READ`] (it may be the thing that is down,
+/// or slow on a busy machine), the holder in the observer's latest reading of it. (On kube a
+/// slow read once meant "no leader at the time", and a partition of the leader cut nothing.)
+pub(crate) fn lease_identity(
+    rt: &tokio::runtime::Handle,
+    client: &kube::Client,
+    recorder: &Recorder,
+    lease: &kubechaos_core::scenario::LeaseRef,
+) -> Option<String> {
+    let read = rt.block_on(async {
+        tokio::time::timeout(LEASE_READ, crate::kubeclient::lease_holder(client, lease)).await
+    });
+    match read {
+        Ok(Ok(found)) => found,
+        _ => last_seen_holder(&recorder.snapshot(), &lease.to_string()),
+    }
+}
+
+/// The holder of Lease `key` in the latest reading of it among `events` (by the time each
+/// reading is placed at, not the order they were read in).
+fn last_seen_holder(events: &[kubechaos_core::events::Event], key: &str) -> Option<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            kubechaos_core::events::EventKind::LeaseObserved { lease, holder, .. }
+                if lease == key =>
+            {
+                Some((e.t_ms, holder))
+            }
+            _ => None,
+        })
+        .max_by_key(|(t, _)| *t)
+        .and_then(|(_, holder)| holder.clone())
+}
+
 /// Ctrl-C or SIGTERM, as a flag and a channel.
 pub(crate) struct Interrupt {
     /// Set once a signal came.
@@ -157,5 +196,68 @@ impl super::driver::WorldClock for RealTime {
     /// Whether Ctrl-C or SIGTERM came (or the world set the flag: a failure underneath).
     fn interrupted(&self) -> bool {
         self.interrupt.came()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubechaos_core::events::{Event, EventKind};
+
+    fn seen(t_ms: u64, lease: &str, holder: Option<&str>) -> Event {
+        Event::new(
+            t_ms,
+            EventKind::LeaseObserved {
+                lease: lease.into(),
+                holder: holder.map(str::to_owned),
+                renew_ms: Some(t_ms),
+                transitions: 0,
+                duration_ms: Some(15_000),
+                written_ms: None,
+            },
+        )
+    }
+
+    /// The kube-pod-cut play in the real tier, its API server slow at the tier's start: the
+    /// read of the Lease did not answer in time, and the leader was "no leader at the time".
+    /// When the API server does not answer, the holder is the observer's latest reading, by
+    /// the time each reading is placed at (a reading placed earlier may be read later).
+    #[test]
+    fn a_lease_the_api_server_does_not_say_in_time_names_the_holder_seen_last() {
+        let rt = runtime().unwrap();
+        let client = {
+            let _in = rt.enter();
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap()
+        };
+        let recorder = Recorder::new(|| 0);
+        let lease = kubechaos_core::scenario::LeaseRef {
+            namespace: "ns".into(),
+            name: "lock".into(),
+        };
+        assert_eq!(
+            lease_identity(rt.handle(), &client, &recorder, &lease),
+            None,
+            "never seen"
+        );
+        for e in [
+            seen(0, "ns/lock", Some("a")),
+            seen(9_000, "ns/lock", Some("b")),
+            seen(5_000, "ns/lock", Some("c")),
+            seen(12_000, "ns/other", Some("d")),
+        ] {
+            recorder.record_at(e.t_ms, e.kind);
+        }
+        assert_eq!(
+            lease_identity(rt.handle(), &client, &recorder, &lease),
+            Some("b".to_owned())
+        );
+        let released = seen(10_000, "ns/lock", None);
+        recorder.record_at(released.t_ms, released.kind);
+        assert_eq!(
+            lease_identity(rt.handle(), &client, &recorder, &lease),
+            None,
+            "released"
+        );
     }
 }

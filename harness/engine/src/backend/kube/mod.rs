@@ -266,17 +266,7 @@ impl World for KubeWorld {
         leader
     }
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
-        let client = self.client.clone();
-        self.rt
-            .block_on(async {
-                tokio::time::timeout(
-                    Duration::from_secs(2),
-                    crate::kubeclient::lease_holder(&client, lease),
-                )
-                .await
-            })
-            .ok()?
-            .ok()?
+        crate::backend::realtime::lease_identity(&self.rt, &self.client, &self.recorder, lease)
     }
     /// A control-plane component's holder identity names its node (`NODE_UUID`): the process is
     /// that component on that node.

@@ -534,34 +534,13 @@ impl World for LocalWorld {
         self.cluster.set_api_errors(active);
     }
 
-    /// Read from the API server; when it does not answer (it may be the thing that is down),
-    /// the holder the observer saw last.
     fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
-        let client = self.cluster.admin.clone();
-        let read = self.rt.block_on(async {
-            tokio::time::timeout(
-                Duration::from_secs(2),
-                crate::kubeclient::lease_holder(&client, lease),
-            )
-            .await
-        });
-        match read {
-            Ok(Ok(found)) => found,
-            _ => {
-                let key = lease.to_string();
-                self.recorder
-                    .snapshot()
-                    .into_iter()
-                    .rev()
-                    .find_map(|e| match e.kind {
-                        EventKind::LeaseObserved {
-                            lease: l, holder, ..
-                        } if l == key => Some(holder),
-                        _ => None,
-                    })
-                    .flatten()
-            }
-        }
+        crate::backend::realtime::lease_identity(
+            &self.rt,
+            &self.cluster.admin,
+            &self.recorder,
+            lease,
+        )
     }
 
     fn command(&mut self, c: Command) {
