@@ -417,26 +417,58 @@ fn deployments_become_replicasets_become_bound_pods() {
     sim.run().expect("the controllers converge");
 }
 
-/// The observer follows the API server with list and watch; a change made while the API server
-/// was away is reported once it is back, and the gap is said in the timeline. As kube-apiserver
-/// (whose watch cache starts anew at etcd's revision when it starts: a watch from before is 410
-/// Gone), the API server started again after that change cannot resume the observer's watch of
-/// Leases: it lists them again and says so (seen on the local control plane in `api-restart`
-/// when the last write before its stop was not a Lease's).
+/// The observer follows the API server with list and watch; changes made while its watch was
+/// broken are reported once the API server is back, each placed as it happened, and the gap is
+/// said in the timeline. As kube-apiserver (whose watch cache starts anew at etcd's revision
+/// when it starts: a watch from before is 410 Gone), the API server started again after those
+/// changes cannot resume the observer's watch of Leases: it lists them again (seen on the local
+/// control plane in `api-restart` when the last write before its stop was not a Lease's), and
+/// reads the writes the list skips back from etcd's past, one exact-resourceVersion list each
+/// (on the local control plane, an agent's renewals while a stopping kube-apiserver still took
+/// writes after it closed its watches: lost, they once made a correct agent's leading look
+/// unjustified). When etcd's compaction has taken them, the gap in the evidence is said.
 #[test]
 fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
+    let said = |compacted: bool| {
+        let (holders, said) = observed_through_a_restart(&["b", "c", "d"], compacted);
+        (holders.join(" "), said)
+    };
+    let (holders, said_whole) = said(false);
+    assert_eq!(holders, "a b c d", "every write, in order");
+    assert_eq!(
+        said_whole[..2],
+        [
+            "observer: cannot reach the API server",
+            "observer: reached the API server again",
+        ]
+    );
+    assert!(
+        said_whole[2].starts_with("observer: listed the Leases again (their watch could not resume where it broke, at ")
+            && said_whole[2].ends_with("); the 2 writes of the followed ones it missed were read back from the API server's storage, each placed when it was written"),
+        "{said_whole:?}"
+    );
+    assert_eq!(said_whole.len(), 3, "{said_whole:?}");
+    let (holders, said_gap) = said(true);
+    assert_eq!(holders, "a d", "only the state the writes left");
+    assert!(
+        said_gap[2].starts_with("observer: listed the Leases again (their watch could not resume where it broke), and the API server's storage no longer held the writes it missed of default/l: their changes since ")
+            && said_gap[2].ends_with(" are known by the state they left, not one by one"),
+        "{said_gap:?}"
+    );
+}
+
+/// A Lease made at `a`, written with each holder of `writes` while the API server is down (from
+/// 5s to 10s), with etcd's past of them `compacted` or not: the holders the observer recorded,
+/// and what it said of the API server and its watch (without the parenthesised detail).
+fn observed_through_a_restart(writes: &[&str], compacted: bool) -> (Vec<String>, Vec<String>) {
+    use kubechaos_engine::backend::sim::store::LEASES;
     use kubechaos_engine::observer::Observer;
     let (mut sim, recorder, _, store) = sim_with_api_server();
     let lease = |holder: &str| serde_json::json!({"metadata": {"name": "l", "namespace": "default"}, "spec": {"holderIdentity": holder}});
     store
         .lock()
         .unwrap()
-        .create(
-            &kubechaos_engine::backend::sim::store::LEASES,
-            "default",
-            lease("a"),
-            "2026-01-01T00:00:00Z",
-        )
+        .create(&LEASES, "default", lease("a"), "2026-01-01T00:00:00Z")
         .unwrap();
     let observer_recorder = recorder.clone();
     let (_commands, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -460,64 +492,43 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
     until(&mut sim, 5);
     sim.crash("api-server");
     until(&mut sim, 10);
-    let current = store
-        .lock()
-        .unwrap()
-        .get(
-            &kubechaos_engine::backend::sim::store::LEASES,
-            "default",
-            "l",
-        )
-        .cloned()
-        .unwrap();
-    let mut changed = current;
-    changed["spec"]["holderIdentity"] = serde_json::json!("b");
-    store
-        .lock()
-        .unwrap()
-        .update(
-            &kubechaos_engine::backend::sim::store::LEASES,
-            "default",
-            "l",
-            changed,
-            false,
-        )
-        .unwrap();
+    {
+        let mut store = store.lock().unwrap();
+        for holder in writes {
+            let mut changed = store.get(&LEASES, "default", "l").cloned().unwrap();
+            changed["spec"]["holderIdentity"] = serde_json::json!(holder);
+            store
+                .update(&LEASES, "default", "l", changed, false)
+                .unwrap();
+        }
+        if compacted {
+            store.compact();
+        }
+    }
     sim.bounce("api-server");
     until(&mut sim, 20);
-
-    let said: Vec<String> = recorder
-        .snapshot()
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            EventKind::LeaseObserved { holder, .. } => Some(format!("lease {}", holder.unwrap())),
-            EventKind::ApiReach { reached, error } => Some(
+    let mut holders = Vec::new();
+    let mut said = Vec::new();
+    for e in recorder.snapshot() {
+        match e.kind {
+            EventKind::LeaseObserved { holder, .. } => holders.push(holder.unwrap()),
+            EventKind::ApiReach { reached, error } => said.push(
                 kubechaos_core::events::api_reach_text(reached, error.as_deref())
                     .split(" (")
                     .next()
                     .unwrap()
                     .to_owned(),
             ),
-            EventKind::LeasesRelisted { since_ms } => Some(
-                kubechaos_core::events::leases_relisted_text(since_ms)
-                    .split(" (")
-                    .next()
-                    .unwrap()
-                    .to_owned(),
+            EventKind::LeasesRelisted { since_ms, leases } => said.push(
+                kubechaos_core::events::leases_relisted_text(since_ms, leases.as_deref()),
             ),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        said,
-        [
-            "lease a",
-            "observer: cannot reach the API server",
-            "observer: reached the API server again",
-            "observer: listed the Leases again",
-            "lease b",
-        ]
-    );
+            EventKind::ProcessNote { message, .. } if message.starts_with("observer: listed") => {
+                said.push(message)
+            }
+            _ => {}
+        }
+    }
+    (holders, said)
 }
 
 /// kube-scheduler's pod deleted (issue 18's disagreement; the release is checked on the local

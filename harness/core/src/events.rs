@@ -137,11 +137,18 @@ pub fn lease_valid_until(
 }
 
 /// What the observer's [`EventKind::LeasesRelisted`] says, as the timeline shows it.
-pub fn leases_relisted_text(since_ms: u64) -> String {
-    format!(
-        "observer: listed the Leases again (their watch could not resume where it broke): their changes since {} are known by the state they left, not one by one",
-        fmt_ms(since_ms)
-    )
+pub fn leases_relisted_text(since_ms: u64, leases: Option<&[String]>) -> String {
+    match leases {
+        Some(leases) => format!(
+            "observer: listed the Leases again (their watch could not resume where it broke), and the API server's storage no longer held the writes it missed of {}: their changes since {} are known by the state they left, not one by one",
+            leases.join(", "),
+            fmt_ms(since_ms)
+        ),
+        None => format!(
+            "observer: listed the Leases again (their watch could not resume where it broke): their changes since {} are known by the state they left, not one by one",
+            fmt_ms(since_ms)
+        ),
+    }
 }
 
 /// What the observer's [`EventKind::ApiReach`] says, as the timeline shows it.
@@ -355,12 +362,20 @@ pub enum EventKind {
     /// server no longer had its place, `410 Gone`: an API server started again keeps no history
     /// from before its start), so it listed them again (placed when that list was read). A
     /// Lease's changes from `since_ms` until then were not seen one by one, only the state they
-    /// left: a leadership term begun meanwhile is judged by the next reading of its Lease, not by
-    /// the reading from before, which may have missed the write that made it leader.
+    /// left (the observer reads the writes a broken watch missed back from the API server's
+    /// storage: this is said when that storage no longer held them). A gap in the evidence: a
+    /// leadership term begun meanwhile is judged by the next reading of its Lease, not by the
+    /// reading from before, which may have missed the write that made it leader; and no leader
+    /// is found acting on a lost Lease at a moment within it on a reading from before it.
     LeasesRelisted {
-        /// When the broken watch last delivered anything (read time): no change before it was
-        /// missed.
+        /// From when writes may have been missed: the last write of a Lease that the broken
+        /// watch brought, or when it last delivered anything if that was earlier.
         since_ms: u64,
+        /// The followed Leases (`NAMESPACE/NAME`) written meanwhile whose writes could not be
+        /// read back (the others' were); absent in events files from before kubechaos read them
+        /// back: every Lease.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leases: Option<Vec<String>>,
     },
     /// A line a candidate printed as a leadership report (a JSON object with an `event` field)
     /// that kubechaos could not read: it is not judged, and said rather than dropped.

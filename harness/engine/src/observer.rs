@@ -25,8 +25,19 @@ use tokio::sync::mpsc;
 use crate::recover::{self, RecoverError, Workload};
 use kubechaos_core::events::{EventKind, Recorder};
 
-/// What the observer last recorded of a Lease: holder, renew time, transitions, duration.
-type LeaseSeen = (Option<String>, Option<u64>, u32, Option<u64>);
+/// What the observer last recorded of a Lease.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LeaseSeen {
+    /// Holder, renew time, transitions, duration: what a new version is compared by.
+    state: (Option<String>, Option<u64>, u32, Option<u64>),
+    /// The resourceVersion of the version last read (an older one is never recorded again).
+    version: u64,
+}
+
+/// How many past versions of one Lease the observer reads back after its watch broke (a Lease
+/// renewed every 2 s writes 150 in 5 minutes, about as far back as kube-apiserver's compaction
+/// of etcd leaves them): more is no longer a gap in a watch.
+const HISTORY_LIMIT: usize = 1000;
 
 /// How long the observer waits before it tries the API server again.
 pub(crate) const RETRY: Duration = Duration::from_secs(1);
@@ -169,20 +180,36 @@ impl Observer {
     pub async fn run(self, client: kube::Client, commands: mpsc::UnboundedReceiver<Command>) {
         let reach = Reach::default();
         let (act, client) = (client.clone(), self.reader.clone().unwrap_or(client));
+        let leases_storage = Api::<Lease>::all(act.clone());
         let leases = self.follow(
             Api::<Lease>::all(client.clone()),
             &reach,
-            |this, _: &mut (), s: Seen<'_, Lease>| {
-                if let Seen::Listed(_, Some(since_ms)) = s {
-                    this.recorder.record(EventKind::LeasesRelisted { since_ms });
-                }
+            Some((&leases_storage, &|this: &Self, l: &Lease| {
+                this.lease_version(l)
+            })),
+            |this, last_write: &mut Option<u64>, s: Seen<'_, Lease>| {
                 let mut seen = this.leases_seen.lock().expect("leases seen");
-                s.each(|l| this.lease(&mut seen, l))
+                if let Seen::Listed(_, Some(broke)) = &s {
+                    this.relisted(*last_write, broke);
+                    for l in broke.missed {
+                        this.lease(&mut seen, l);
+                    }
+                }
+                s.each(|l| {
+                    // Of every Lease (a real cluster's nodes and API servers renew theirs every
+                    // 10 s): when the last write the watch brought was made, about.
+                    let renewed = l.spec.as_ref().and_then(|s| s.renew_time.as_ref());
+                    if let Some(t) = renewed.map(|t| this.since_start_ms(&t.0)) {
+                        *last_write = Some(last_write.map_or(t, |w| w.max(t)));
+                    }
+                    this.lease(&mut seen, l)
+                })
             },
         );
         let nodes = self.follow(
             Api::<Node>::all(client.clone()),
             &reach,
+            None,
             |this, seen: &mut BTreeMap<String, (bool, bool)>, s: Seen<'_, Node>| {
                 s.each(|n| this.node(seen, n))
             },
@@ -190,6 +217,7 @@ impl Observer {
         let pods = self.follow(
             Api::<Pod>::namespaced(client.clone(), PROBE_NAMESPACE),
             &reach,
+            None,
             |this, seen: &mut BTreeMap<String, String>, s: Seen<'_, Pod>| {
                 s.each(|p| this.pod(seen, p))
             },
@@ -201,6 +229,7 @@ impl Observer {
                 self.follow(
                     Api::<Deployment>::all(client.clone()),
                     &reach,
+                    None,
                     |this, _: &mut (), s: Seen<'_, Deployment>| {
                         let mut w = workloads.lock().expect("workloads");
                         w.deployments(s);
@@ -215,6 +244,7 @@ impl Observer {
                 self.follow(
                     Api::<Pod>::all(client.clone()),
                     &reach,
+                    None,
                     |this, _: &mut (), s: Seen<'_, Pod>| {
                         let mut w = workloads.lock().expect("workloads");
                         w.pods(s);
@@ -261,7 +291,7 @@ impl Observer {
             let mut still = Vec::new();
             for c in pending.drain(..) {
                 if let Command::Settle { done } = &c {
-                    self.settle(reader).await;
+                    self.settle(reader, &Api::all(client.clone())).await;
                     let _ = done.send(());
                     continue;
                 }
@@ -298,11 +328,14 @@ impl Observer {
     /// Follow one resource as an informer does: list, watch from the list's resourceVersion,
     /// resume from the last resourceVersion seen when the watch ends, list again when the
     /// server says that version is too old (410). `record` sees each list whole, and every
-    /// object as it changes or goes.
+    /// object as it changes or goes. Unlike an informer, it loses no write of an object whose
+    /// every write is evidence ([`EveryWrite`]): what a list after a broken watch skipped is
+    /// read back from the API server's storage ([`histories`]) and handed over with the list.
     async fn follow<K, S>(
         &self,
         api: Api<K>,
         reach: &Reach,
+        every_write: EveryWrite<'_, Self, K>,
         record: impl Fn(&Self, &mut S, Seen<'_, K>),
     ) where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
@@ -324,7 +357,23 @@ impl Observer {
                 None => match api.list(&ListParams::default()).await {
                     Ok(list) => {
                         self.reach(reach, Ok(()), self.recorder.now_ms());
-                        record(self, &mut seen, Seen::Listed(&list.items, broke.take()));
+                        let (missed, unread) = match (broke, every_write) {
+                            (Some(_), Some((storage, since_version))) => {
+                                let since: Vec<(&K, u64)> = list
+                                    .items
+                                    .iter()
+                                    .filter_map(|o| Some((o, since_version(self, o)?)))
+                                    .collect();
+                                histories(storage, &since).await
+                            }
+                            _ => Default::default(),
+                        };
+                        let broke = broke.take().map(|since_ms| Broke {
+                            since_ms,
+                            missed: &missed,
+                            unread,
+                        });
+                        record(self, &mut seen, Seen::Listed(&list.items, broke));
                         list.metadata.resource_version.unwrap_or_default()
                     }
                     Err(e) => {
@@ -398,17 +447,58 @@ impl Observer {
     }
 
     /// Read every Lease once more, recording what changed unseen (the end of a run: what a
-    /// slow watch had not brought yet).
-    async fn settle(&self, reader: &kube::Client) {
-        if let Ok(list) = Api::<Lease>::all(reader.clone())
-            .list(&ListParams::default())
-            .await
-        {
+    /// slow watch had not brought yet, every write of it, read back from the API server's
+    /// storage where it keeps them).
+    async fn settle(&self, reader: &kube::Client, storage: &Api<Lease>) {
+        let api = Api::<Lease>::all(reader.clone());
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            let since: Vec<(&Lease, u64)> = list
+                .items
+                .iter()
+                .filter_map(|l| Some((l, self.lease_version(l)?)))
+                .collect();
+            let (missed, _) = histories(storage, &since).await;
             let mut seen = self.leases_seen.lock().expect("leases seen");
-            for l in &list.items {
+            for l in missed.iter().chain(&list.items) {
                 self.lease(&mut seen, l);
             }
         }
+    }
+
+    /// For a Lease the run follows, the resourceVersion of the version recorded last (0: none
+    /// yet); `None` for the others.
+    fn lease_version(&self, l: &Lease) -> Option<u64> {
+        let key = key_of(&l.metadata);
+        self.leases.contains(&key).then(|| {
+            let seen = self.leases_seen.lock().expect("leases seen");
+            seen.get(&key).map_or(0, |s| s.version)
+        })
+    }
+
+    /// The Leases were listed again after their watch broke: say whether every write since was
+    /// read back ([`history`]), or from when their changes are known only by the state they
+    /// left ([`EventKind::LeasesRelisted`], which the invariants take as a gap in the
+    /// evidence). That gap begins at the last write the watch brought (`last_write`, the latest
+    /// `renewTime` of the Leases it brought), not at when it was read: a watch read late has
+    /// not brought the writes of its last moments.
+    fn relisted(&self, last_write: Option<u64>, broke: &Broke<'_, Lease>) {
+        let since_ms = last_write.map_or(broke.since_ms, |w| w.min(broke.since_ms));
+        if !broke.unread.is_empty() {
+            self.recorder.record(EventKind::LeasesRelisted {
+                since_ms,
+                leases: Some(broke.unread.clone()),
+            });
+            return;
+        }
+        self.note(format!(
+            "observer: listed the Leases again (their watch could not resume where it broke, at {}); {}",
+            kubechaos_core::events::fmt_ms(since_ms),
+            match broke.missed.len() {
+                0 => "no write of the followed ones was missed".to_owned(),
+                1 => "the one write of the followed ones it missed was read back from the API server's storage, placed when it was written".to_owned(),
+                n => format!("the {n} writes of the followed ones it missed were read back from the API server's storage, each placed when it was written"),
+            }
+        ));
     }
 
     /// Carry out a command.
@@ -598,6 +688,11 @@ impl Observer {
         if !self.leases.contains(&key) {
             return;
         }
+        let version = resource_version(l).unwrap_or(0);
+        if seen.get(&key).is_some_and(|s| version < s.version) {
+            // Older than what was recorded (a watch that brings late what history gave).
+            return;
+        }
         let spec = l.spec.clone().unwrap_or_default();
         let now = (
             spec.holder_identity
@@ -610,11 +705,12 @@ impl Observer {
                 .filter(|s| *s > 0)
                 .map(|s| s as u64 * 1000),
         );
-        if seen.get(&key) != Some(&now) {
+        let was = seen.get(&key).map(|s| s.state.clone());
+        if was.as_ref() != Some(&now) {
             // Placed when it was written, by the holder's clock (on kind and local, this
             // machine's): when it changed hands, its `acquireTime`; else its `renewTime`. A
             // Lease read late (a slow API server, a busy machine) is placed all the same.
-            let changed_hands = seen.get(&key).is_none_or(|was| was.0 != now.0);
+            let changed_hands = was.is_none_or(|was| was.0 != now.0);
             let acquired = spec
                 .acquire_time
                 .as_ref()
@@ -648,7 +744,15 @@ impl Observer {
                 Some(t) => self.recorder.record_from(t, e),
                 None => self.recorder.record(e),
             }
-            seen.insert(key, now);
+            seen.insert(
+                key,
+                LeaseSeen {
+                    state: now,
+                    version,
+                },
+            );
+        } else if let Some(s) = seen.get_mut(&key) {
+            s.version = version;
         }
     }
 
@@ -775,11 +879,31 @@ pub(crate) fn settle(commands: &mpsc::UnboundedSender<Command>, limit: Duration)
 
 /// What a watch saw: a whole list, an object as it is now, or an object that went.
 enum Seen<'a, K> {
-    /// A whole list; after a watch that could not be resumed, with when that watch last
-    /// delivered anything (what changed since was not seen one by one).
-    Listed(&'a [K], Option<u64>),
+    /// A whole list; after a watch that could not be resumed, with what is known of the writes
+    /// in between.
+    Listed(&'a [K], Option<Broke<'a, K>>),
     Changed(&'a K),
     Deleted(&'a K),
+}
+
+/// The objects of a followed resource whose every write is evidence (the followed Leases): the
+/// resourceVersion recorded of each last (0: none yet; `None` for the others), and where their
+/// past is read (through the client that acts, not the one told to read late: it is placed
+/// when it was written all the same, and read late, one version after the other, it would
+/// hold up the following for long).
+type EveryWrite<'a, O, K> = Option<(&'a Api<K>, &'a (dyn Fn(&O, &K) -> Option<u64> + Sync))>;
+
+/// What a list after a broken watch says of the writes the watch did not bring.
+struct Broke<'a, K> {
+    /// When the watch last delivered anything (read time).
+    since_ms: u64,
+    /// The versions of the objects whose every write is evidence that were written after the
+    /// one last recorded and before the listed one, oldest first, read back from the API
+    /// server's storage.
+    missed: &'a [K],
+    /// The objects (`NAMESPACE/NAME`) whose versions could not be read back: what changed of
+    /// them since `since_ms` is known only by the state it left.
+    unread: Vec<String>,
 }
 
 impl<K> Seen<'_, K> {
@@ -876,6 +1000,86 @@ fn short(e: &kube::Error) -> String {
         kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
         e => e.to_string(),
     }
+}
+
+/// An object's resourceVersion as a number (etcd's revision of its last write).
+fn resource_version<K: Resource>(o: &K) -> Option<u64> {
+    o.meta().resource_version.as_deref()?.parse().ok()
+}
+
+/// The versions of `o` written after resourceVersion `after` (0: since it was made) and before
+/// its own, oldest first, as the API server's storage still holds them: a list at an exact
+/// resourceVersion reads etcd's past (kube-apiserver takes `resourceVersionMatch=Exact` to
+/// etcd when its watch cache does not hold that version), and each read gives the version
+/// before the one asked from. An informer's list after a broken watch skips these; for a Lease
+/// each is a renewal or a change of hands that happened. `Err` when the storage no longer
+/// holds them (410 after etcd's compaction), the server does not read its past (it answers
+/// with a version no older), or it does not answer.
+async fn history<K>(api: &Api<K>, o: &K, after: u64) -> Result<Vec<K>, ()>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    let mut at = resource_version(o).ok_or(())?;
+    let name = o.meta().name.clone().unwrap_or_default();
+    let fields = match &o.meta().namespace {
+        Some(ns) => format!("metadata.name={name},metadata.namespace={ns}"),
+        None => format!("metadata.name={name}"),
+    };
+    let mut past = Vec::new();
+    while at > after + 1 {
+        if past.len() == HISTORY_LIMIT {
+            return Err(());
+        }
+        let params = ListParams::default()
+            .fields(&fields)
+            .at(&(at - 1).to_string())
+            .matching(kube::api::VersionMatch::Exact);
+        let list = api.list(&params).await.map_err(|_| ())?;
+        // Nothing: it did not exist then.
+        let Some(before) = list.items.into_iter().next() else {
+            break;
+        };
+        let version = resource_version(&before).ok_or(())?;
+        if version >= at {
+            return Err(());
+        }
+        if version <= after {
+            break;
+        }
+        at = version;
+        past.push(before);
+    }
+    past.reverse();
+    Ok(past)
+}
+
+/// How long the observer reads back the writes its watch missed ([`histories`]) before it
+/// gives up and says the gap: it does not follow anything meanwhile.
+const HISTORY_BUDGET: Duration = Duration::from_secs(20);
+
+/// [`history`] of each object since the resourceVersion given with it, read side by side within
+/// [`HISTORY_BUDGET`]: every version read back, and the objects (`NAMESPACE/NAME`) whose
+/// versions could not be.
+async fn histories<K>(api: &Api<K>, since: &[(&K, u64)]) -> (Vec<K>, Vec<String>)
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    let reads = futures::future::join_all(since.iter().map(|(o, after)| history(api, o, *after)));
+    let Ok(read) = tokio::time::timeout(HISTORY_BUDGET, reads).await else {
+        return (
+            Vec::new(),
+            since.iter().map(|(o, _)| key_of(o.meta())).collect(),
+        );
+    };
+    let mut missed = Vec::new();
+    let mut unread = Vec::new();
+    for ((o, _), r) in since.iter().zip(read) {
+        match r {
+            Ok(past) => missed.extend(past),
+            Err(()) => unread.push(key_of(o.meta())),
+        }
+    }
+    (missed, unread)
 }
 
 /// Whether an error is the server's "too old resource version".

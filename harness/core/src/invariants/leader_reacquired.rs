@@ -47,7 +47,19 @@ pub(super) fn judge(
     // lease duration.
     type Seen = (u64, u64, Option<String>, Option<u64>, Option<u64>);
     let mut last: Option<Seen> = None;
-    for e in tl.events {
+    // When each reading of the Lease is known to have been stored by: when it was read, or, if
+    // earlier, when the next write of it was made (its writer had read this one: an update names
+    // the resourceVersion it replaces). The observer reads the writes a broken watch missed back
+    // from the API server's storage long after they were stored; the next write bounds them.
+    let mut next_write: Option<u64> = None;
+    let mut stored_by: Vec<Option<u64>> = vec![None; tl.events.len()];
+    for (n, e) in tl.events.iter().enumerate().rev() {
+        if matches!(&e.kind, EventKind::LeaseObserved { lease: l, .. } if *l == name) {
+            stored_by[n] = Some(next_write.map_or(e.read_at(), |w| w.clamp(e.t_ms, e.read_at())));
+            next_write = Some(e.t_ms);
+        }
+    }
+    for (n, e) in tl.events.iter().enumerate() {
         let EventKind::LeaseObserved {
             lease: l,
             holder,
@@ -64,16 +76,18 @@ pub(super) fn judge(
         if e.t_ms > deadline {
             break;
         }
-        last = Some((e.t_ms, e.read_at(), holder.clone(), *renew_ms, *duration_ms));
+        let stored = stored_by[n].unwrap_or(e.read_at());
+        last = Some((e.t_ms, stored, holder.clone(), *renew_ms, *duration_ms));
         if e.t_ms < anchor {
             continue;
         }
         if let (Some(h), Some(r)) = (holder, renew_ms) {
-            // Stored by when kubechaos read it, and nothing tells more: not the `managedFields`
-            // time, which is when the API server took the request in, before etcd stored it
-            // (a renewal taken at 16 s by an API server cut off from etcd was stored at the heal,
-            // 39 s later, after its lease had run out: it is not leadership).
-            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= e.read_at());
+            // Stored by when kubechaos read it or the next write was made, and nothing tells
+            // more: not the `managedFields` time, which is when the API server took the request
+            // in, before etcd stored it (a renewal taken at 16 s by an API server cut off from
+            // etcd was stored at the heal, 39 s later, after its lease had run out: it is not
+            // leadership).
+            let valid_when_seen = duration_ms.is_none_or(|d| r + d >= stored);
             if *r >= anchor && valid_when_seen && tl.alive(&name, h, e.t_ms, e.t_ms) {
                 let after = e.t_ms.saturating_sub(anchor);
                 return (

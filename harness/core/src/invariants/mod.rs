@@ -1014,6 +1014,32 @@ expect:
         assert!(!v[0].held, "{}", v[0].message);
         let v = judge(&s, &events(taken(110_000, 110_100)));
         assert!(!v[0].held, "{}", v[0].message);
+        // Read late but stored in time: the next write of the Lease, made at 1m22.8s, named this
+        // one's resourceVersion, so it was stored by then (the writes a broken watch missed,
+        // read back from the API server's storage at once, long after they were made). A
+        // next write made after the read tells nothing more.
+        let mut chain = events(read_late(110_100));
+        chain.push(Event {
+            read_ms: Some(110_100),
+            ..lease(82_800, 82_800)
+        });
+        chain.sort_by_key(|e| e.t_ms);
+        let v = judge(&s, &chain);
+        assert!(v[0].held, "{}", v[0].message);
+        assert!(
+            v[0].message.contains("(renewed at 1m20.8s)"),
+            "{}",
+            v[0].message
+        );
+        let mut late_next = events(read_late(110_100));
+        late_next.push(lease(110_050, 110_050));
+        late_next.sort_by_key(|e| e.t_ms);
+        let v = judge(&s, &late_next);
+        assert!(
+            v[0].message.contains("(renewed at 1m50.0s), 29.9s after"),
+            "{}",
+            v[0].message
+        );
     }
 
     /// Found on the way (issue 36): a controller-runtime manager whose identity is its pod's

@@ -12,6 +12,12 @@ use crate::events::{fmt_ms, identity_process, EventKind};
 use crate::scenario::duration::human;
 use crate::scenario::ValidLeaseWhileLeading;
 
+/// A claim that a leader led beyond the tolerance: who, from when, why.
+type Claim = (String, u64, String);
+/// A claim waiting for the end of the gap in the evidence its moment falls in: the claim, the
+/// index of the event it was found at, the gap.
+type Waiting = Option<(Claim, usize, (u64, u64))>;
+
 /// Judged over the whole run.
 pub(super) const WATCH: Watch = Watch::WholeRun;
 
@@ -28,6 +34,8 @@ struct Seen {
     duration_ms: Option<u64>,
     /// When the API server took the record's write (to the second), where told.
     written_ms: Option<u64>,
+    /// Where the reading is placed on the timeline: when its write was made.
+    at: u64,
 }
 
 impl Seen {
@@ -125,14 +133,35 @@ pub(super) fn judge(
     // And when its watch of Leases broke and was listed again: from when it last delivered to
     // that list, a write that made a candidate leader may have gone unseen (an API server started
     // again keeps no history from before its start). A term begun then is judged the same way.
+    // These are gaps in the evidence (the observer reads the missed writes back from the API
+    // server's storage; a gap is what it could not): no leading at a moment within one is found
+    // unjustified on a reading of the Lease from before it, which a renewal in it, unseen, may
+    // have made stale (a stopping kube-apiserver closes its watches at once and takes writes
+    // for seconds more). A claim on such a moment waits for the gap's end: it stands if nothing
+    // of the Lease was read from within the gap (nothing was written), and is dropped, the
+    // moment unjudged, if something was.
     let relisted: Vec<(u64, u64)> = tl
         .events
         .iter()
-        .filter_map(|e| match e.kind {
-            EventKind::LeasesRelisted { since_ms } => Some((since_ms, e.t_ms)),
+        .filter_map(|e| match &e.kind {
+            EventKind::LeasesRelisted { since_ms, leases }
+                if leases.as_ref().is_none_or(|l| l.contains(&name)) =>
+            {
+                Some((*since_ms, e.t_ms))
+            }
             _ => None,
         })
         .collect();
+    // The gap a claim on moment `beyond`, resting on a reading placed at `read`, falls in.
+    let gap_of = |read: u64, beyond: u64| {
+        relisted
+            .iter()
+            .copied()
+            .find(|(from, to)| read <= *from && *from < beyond && beyond <= *to)
+    };
+    let mut waiting: Waiting = None;
+    // Gaps in which a claim was dropped: leading then was not judged.
+    let mut unjudged: Vec<(u64, u64)> = Vec::new();
     let unseen = |t: u64| relisted.iter().any(|(from, to)| (*from..=*to).contains(&t));
     let mut unread: Vec<String> = Vec::new();
     // From when the observer's view of the Leases was whole again after the last such window (it
@@ -152,11 +181,38 @@ pub(super) fn judge(
             })
     };
     let mut found = None;
+    // A waiting claim at moment `now`: found once its gap has ended with nothing read from
+    // within it, dropped once something was.
+    let settle = |waiting: &mut Waiting, unjudged: &mut Vec<(u64, u64)>, seen: &Seen, now: u64| {
+        let (_, _, (from, to)) = waiting.as_ref()?;
+        if seen.at > *from {
+            unjudged.push((*from, *to));
+            *waiting = None;
+            None
+        } else if now > *to {
+            waiting.take().map(|(v, n, _)| (v, n))
+        } else {
+            None
+        }
+    };
     for (n, e) in tl.events.iter().enumerate() {
         // What was open up to this moment, against the Lease as it was seen until now.
-        if let Some(v) = violation(&seen, &open, &unread, e.t_ms) {
-            found = Some((v, n));
+        if let Some(f) = settle(&mut waiting, &mut unjudged, &seen, e.t_ms) {
+            found = Some(f);
             break;
+        }
+        if let Some(v) = violation(&seen, &open, &unread, e.t_ms) {
+            match gap_of(seen.at, v.1) {
+                None => {
+                    found = Some((v, n));
+                    break;
+                }
+                Some(gap) => {
+                    if waiting.is_none() {
+                        waiting = Some((v, n, gap));
+                    }
+                }
+            }
         }
         match &e.kind {
             EventKind::LeaseObserved {
@@ -175,6 +231,7 @@ pub(super) fn judge(
                 seen.renew_ms = *renew_ms;
                 seen.duration_ms = *duration_ms;
                 seen.written_ms = *written_ms;
+                seen.at = e.t_ms;
                 // The reading that judges the terms begun unseen: the Lease as it is now.
                 unread.clear();
             }
@@ -184,7 +241,9 @@ pub(super) fn judge(
                     whole_from = e.t_ms;
                 }
             }
-            EventKind::LeasesRelisted { .. } => whole_from = e.t_ms,
+            EventKind::LeasesRelisted { .. } if relisted.iter().any(|(_, to)| *to == e.t_ms) => {
+                whole_from = e.t_ms
+            }
             EventKind::LeadingStarted { lease, identity } if *lease == name => {
                 open.retain(|(id, _)| id != identity);
                 open.push((identity.clone(), e.t_ms));
@@ -203,6 +262,9 @@ pub(super) fn judge(
         }
     }
     if found.is_none() {
+        found = settle(&mut waiting, &mut unjudged, &seen, u64::MAX);
+    }
+    if found.is_none() {
         // Terms begun unseen that no later reading judged: the Lease did not change after the
         // view was whole again, so as seen then it is as it was, from then on (else a leader
         // that said it led through an outage and never wrote its Lease would never be judged).
@@ -217,11 +279,22 @@ pub(super) fn judge(
             .collect();
         found = violation(&seen, &open, &[], tl.end_ms).map(|v| (v, tl.events.len()));
     }
+    unjudged.dedup();
+    let gaps: String = unjudged
+        .iter()
+        .map(|(from, to)| {
+            format!(
+                "; from {} to {} its leading was not judged: the Lease's writes then could not be read back",
+                fmt_ms(*from),
+                fmt_ms(*to)
+            )
+        })
+        .collect();
     let Some(((identity, beyond, why), n)) = found else {
         return (
             true,
             format!(
-                "every leader's Lease named it and was unexpired while it led, within {} ({terms} leadership term{} observed)",
+                "every leader's Lease named it and was unexpired while it led, within {} ({terms} leadership term{} observed){gaps}",
                 human(i.tolerance),
                 if terms == 1 { "" } else { "s" }
             ),
@@ -274,7 +347,7 @@ pub(super) fn judge(
     (
         false,
         format!(
-            "{identity} acted as leader of {name} while {why}: still leading at {}, beyond the tolerance of {}; {until}",
+            "{identity} acted as leader of {name} while {why}: still leading at {}, beyond the tolerance of {}; {until}{gaps}",
             fmt_ms(beyond),
             human(i.tolerance)
         ),
@@ -591,7 +664,15 @@ mod tests {
     /// reading: justified if it names the leader, unjustified from its start if another.
     #[test]
     fn a_term_begun_while_the_leases_watch_was_broken_is_judged_by_the_next_reading() {
-        let relisted = |t_ms: u64, since_ms: u64| ev(t_ms, EventKind::LeasesRelisted { since_ms });
+        let relisted = |t_ms: u64, since_ms: u64| {
+            ev(
+                t_ms,
+                EventKind::LeasesRelisted {
+                    since_ms,
+                    leases: None,
+                },
+            )
+        };
         // Renewed every 2 s until 72.9s; its process ends in the outage.
         let mut before: Vec<Event> = (0..=36u64)
             .map(|k| lease(900 + k * 2_000, Some("a_1"), 900 + k * 2_000))
@@ -647,6 +728,69 @@ mod tests {
         late.sort_by_key(|e| e.t_ms);
         let (held, message) = judged(&late);
         assert!(!held, "{message}");
+    }
+
+    /// The false FAIL of a correct client-go program on the local control plane: the API server
+    /// stopped at 20.1s (SIGTERM) closed its watches at once (the observer's last at 20.5s) and
+    /// took the program's renewals for seconds more; the observer, listing again after the
+    /// restart, could not see them, and found the program leading until 36.9s on the renewal at
+    /// 18.8s (expired at 33.8s). Its leading then is not judged on that reading (the observer
+    /// reads such writes back from etcd's past now: this is what remains where it cannot); when
+    /// nothing was written in the gap (the Lease read after it is the one from before), the claim
+    /// stands; a gap in another Lease's evidence changes nothing.
+    #[test]
+    fn leading_within_a_gap_in_the_evidence_is_not_judged_on_the_reading_from_before_it() {
+        let gap = |leases: Option<Vec<String>>| {
+            ev(
+                54_900,
+                EventKind::LeasesRelisted {
+                    since_ms: 20_500,
+                    leases,
+                },
+            )
+        };
+        let run = |gap: Option<Event>, read_after: bool| {
+            let mut events = vec![
+                lease(16_800, Some("agent-0_1"), 16_800),
+                started(1_000, "agent-0_1"),
+                lease(18_800, Some("agent-0_1"), 18_800),
+                stopped(36_900, "agent-0_1"),
+                started(54_200, "agent-0_1"),
+                stopped(60_000, "agent-0_1"),
+                ev(110_000, EventKind::RunEnded {}),
+            ];
+            events.extend(gap);
+            if read_after {
+                events.extend([
+                    lease(54_300, Some("agent-0_1"), 54_300),
+                    lease(56_300, Some("agent-0_1"), 56_300),
+                ]);
+            }
+            events.sort_by_key(|e| e.t_ms);
+            judged(&events)
+        };
+        let ours = Some(vec!["default/lock".to_owned()]);
+        let (held, message) = run(Some(gap(ours.clone())), true);
+        assert!(held, "{message}");
+        assert!(
+            message.ends_with("; from 20.5s to 54.9s its leading was not judged: the Lease's writes then could not be read back"),
+            "{message}"
+        );
+        // Events files from before the gap named its Leases: every Lease.
+        assert!(run(Some(gap(None)), true).0);
+        // Nothing written in the gap: the Lease read after it is the one from before.
+        let (held, message) = run(Some(gap(ours)), false);
+        assert!(!held, "{message}");
+        assert!(
+            message.contains("while the Lease had expired at 33.8s (renewed at 18.8s for 15.0s): still leading at 35.8s"),
+            "{message}"
+        );
+        for other in [None, Some(gap(Some(vec!["default/other".to_owned()])))] {
+            let (held, message) = run(other, true);
+            assert!(!held, "{message}");
+            assert!(message.contains("still leading at 35.8s"), "{message}");
+            assert!(!message.contains("not judged"), "{message}");
+        }
     }
 
     /// A term begun while the observer could not read, and no change of its Lease seen after:

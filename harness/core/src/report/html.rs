@@ -540,11 +540,11 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                     crate::events::api_reach_text(*reached, error.as_deref()),
                 ));
             }
-            EventKind::LeasesRelisted { since_ms } => {
+            EventKind::LeasesRelisted { since_ms, leases } => {
                 notes.push((
                     t,
                     "kubechaos".into(),
-                    crate::events::leases_relisted_text(*since_ms),
+                    crate::events::leases_relisted_text(*since_ms, leases.as_deref()),
                 ));
             }
             EventKind::ReportRejected {

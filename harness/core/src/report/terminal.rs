@@ -126,9 +126,9 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
                 "note      kubechaos: {}",
                 crate::events::api_reach_text(*reached, error.as_deref())
             )),
-            EventKind::LeasesRelisted { since_ms } => Some(format!(
+            EventKind::LeasesRelisted { since_ms, leases } => Some(format!(
                 "note      kubechaos: {}",
-                crate::events::leases_relisted_text(*since_ms)
+                crate::events::leases_relisted_text(*since_ms, leases.as_deref())
             )),
             EventKind::CandidatePod { agent, pod, .. } => {
                 Some(format!("candidate {pod} of agent/{agent}"))

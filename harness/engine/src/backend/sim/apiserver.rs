@@ -1,7 +1,7 @@
 //! The simulated kube-apiserver: the Kubernetes REST subset the components use, over HTTP/1 on
 //! turmoil TCP. Leases, pods (with `binding` and `status`), nodes (with `status`), deployments
-//! and replicasets: get, list (label and field selectors), watch (from a resourceVersion; 410
-//! Gone when it is too old), create, update (409 on a stale resourceVersion), delete. Errors are
+//! and replicasets: get, list (label and field selectors; at an exact past resourceVersion, as
+//! etcd keeps it), watch (from a resourceVersion; 410 Gone when it is too old), create, update (409 on a stale resourceVersion), delete. Errors are
 //! `Status` objects, as upstream sends them.
 //!
 //! A watch answers as soon as it has changes to report (and after [`WATCH_MAX`] without): the
@@ -526,9 +526,10 @@ impl ApiServer {
         let ns_str = ns.as_deref().unwrap_or("");
         let result: Result<(StatusCode, Value), StoreError> =
             match (method, name.as_deref(), sub.as_deref()) {
-                (&Method::GET, None, None) => {
-                    Ok((StatusCode::OK, list(&store, r, ns.as_deref(), query)))
-                }
+                (&Method::GET, None, None) => match list(&store, r, ns.as_deref(), query) {
+                    Ok(l) => Ok((StatusCode::OK, l)),
+                    Err(too_old) => return status(StatusCode::GONE, "Expired", &too_old),
+                },
                 (&Method::GET, Some(n), None | Some("status")) => store
                     .get(r, ns_str, n)
                     .cloned()
@@ -680,24 +681,38 @@ fn too_old(after: u64, oldest: u64) -> Response<Full<Bytes>> {
     }})])
 }
 
-fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Value {
+/// A list, of the objects as they are, or (`resourceVersion=N&resourceVersionMatch=Exact`) as
+/// they were at revision N, as kube-apiserver reads etcd's past; for a revision compacted away,
+/// the message of upstream's 410 `Expired`.
+fn list(store: &Store, r: &Resource, ns: Option<&str>, query: &str) -> Result<Value, String> {
     let label_sel = query_param(query, "labelSelector")
         .and_then(|s| kubechaos_core::selector::parse(&s).ok())
         .unwrap_or_default();
     let field_sel = query_param(query, "fieldSelector").unwrap_or_default();
-    let items: Vec<Value> = store
-        .list(r, ns)
+    let exact = (query_param(query, "resourceVersionMatch").as_deref() == Some("Exact"))
+        .then(|| query_param(query, "resourceVersion")?.parse::<u64>().ok())
+        .flatten();
+    let (objects, revision) = match exact {
+        Some(at) => match store.list_at(r, ns, at) {
+            Ok(objects) => (objects, at),
+            Err(oldest) => return Err(format!("too old resource version: {at} ({oldest})")),
+        },
+        None => (
+            store.list(r, ns).into_iter().cloned().collect(),
+            store.revision(),
+        ),
+    };
+    let items: Vec<Value> = objects
         .into_iter()
         .filter(|o| label_sel.matches(&labels(o)))
         .filter(|o| field_matches(o, &field_sel))
-        .cloned()
         .collect();
-    json!({
+    Ok(json!({
         "apiVersion": r.api_version,
         "kind": format!("{}List", r.kind),
-        "metadata": {"resourceVersion": store.revision().to_string()},
+        "metadata": {"resourceVersion": revision.to_string()},
         "items": items,
-    })
+    }))
 }
 
 /// Field selectors the components use: `spec.nodeName=X` (empty X: unbound), `metadata.name=X`,

@@ -168,6 +168,55 @@ impl Store {
             .collect()
     }
 
+    /// etcd's compaction at the current revision: every change kept is forgotten (a watch or a
+    /// read from an older revision is too old).
+    pub fn compact(&mut self) {
+        self.changes.clear();
+        self.compacted = self.revision;
+    }
+
+    /// Objects of a resource as they were at revision `at` (etcd's read at a past revision), in
+    /// name order: the last change to each at or before `at`, else the object as it is, if it
+    /// has not changed since. `Err(compacted)` when `at` is older than the changes kept, or an
+    /// object's version then is no longer known (its first change kept, after `at`, is not its
+    /// creation), as etcd refuses a compacted revision.
+    pub(crate) fn list_at(
+        &self,
+        r: &Resource,
+        ns: Option<&str>,
+        at: u64,
+    ) -> Result<Vec<Value>, u64> {
+        if at < self.compacted {
+            return Err(self.compacted);
+        }
+        let mut then: BTreeMap<Key, Option<Value>> = BTreeMap::new();
+        let mut later: BTreeMap<Key, &'static str> = BTreeMap::new();
+        for c in self.changes.iter().filter(|c| c.plural == r.plural) {
+            if ns.is_some_and(|ns| ns != c.namespace) {
+                continue;
+            }
+            let name = meta(&c.object, "name").unwrap_or_default();
+            let k = key(r, &c.namespace, &name);
+            if c.revision <= at {
+                then.insert(k, (c.kind != "DELETED").then(|| c.object.clone()));
+            } else if !then.contains_key(&k) {
+                later.entry(k).or_insert(c.kind);
+            }
+        }
+        for (k, first_later) in later {
+            if first_later != "ADDED" {
+                return Err(self.compacted);
+            }
+            then.insert(k, None);
+        }
+        for (k, v) in &self.objects {
+            if k.0 == r.plural && ns.is_none_or(|ns| ns == k.1) {
+                then.entry(k.clone()).or_insert_with(|| Some(v.clone()));
+            }
+        }
+        Ok(then.into_values().flatten().collect())
+    }
+
     fn bump(&mut self, obj: &mut Value) {
         self.revision += 1;
         obj["metadata"]["resourceVersion"] = json!(self.revision.to_string());
@@ -455,6 +504,36 @@ mod tests {
             3,
             "the lease's changes were compacted away"
         );
+    }
+
+    /// etcd's read at a past revision: each object as it was then, none that did not exist, a
+    /// revision older than the changes kept refused.
+    #[test]
+    fn a_list_at_a_past_revision_gives_the_objects_as_they_were() {
+        let r = &LEASES;
+        let mut s = Store::default();
+        let lease = |holder: &str| json!({"metadata": {"name": "lock", "namespace": "ns"}, "spec": {"holderIdentity": holder}});
+        let a = s.create(r, "ns", lease("a"), "t").unwrap();
+        let created = s.revision();
+        let mut b = a.clone();
+        b["spec"]["holderIdentity"] = json!("b");
+        s.update(r, "ns", "lock", b, false).unwrap();
+        let holders = |at: u64| -> Vec<String> {
+            s.list_at(r, Some("ns"), at)
+                .unwrap()
+                .iter()
+                .map(|o| o["spec"]["holderIdentity"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(holders(created - 1), Vec::<String>::new());
+        assert_eq!(holders(created), ["a"]);
+        assert_eq!(holders(s.revision()), ["b"]);
+        assert_eq!(
+            s.list_at(r, Some("ns"), created).unwrap()[0]["metadata"]["resourceVersion"],
+            json!(created.to_string())
+        );
+        s.compacted = created;
+        assert_eq!(s.list_at(r, Some("ns"), created - 1), Err(created));
     }
 
     #[test]
