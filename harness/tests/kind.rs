@@ -204,8 +204,12 @@ impl Kind {
     }
 
     /// The cluster as a fresh one: nothing left in its nodes, every node Ready and every
-    /// kube-system pod Ready (within 3 minutes: a play before may have ended with a component
-    /// still coming back).
+    /// kube-system pod Ready (within 6 minutes: a play before may have ended with a component
+    /// still coming back, and after several API-server outages in a row the scheduler and the
+    /// controller-manager, which exit on their lost Leases and cannot start while the API server
+    /// is down, wait out kubelet's crash-loop back-off, up to its maximum of 5 minutes: seen in
+    /// a flake gate that played three outages three times, the tests after it waited 140 s of
+    /// the 3 minutes this once allowed).
     fn assert_fresh(&self) {
         assert_eq!(
             self.leftovers(),
@@ -217,12 +221,12 @@ impl Kind {
             vec!["node", "--all"],
             vec!["pod", "--all", "-n", "kube-system"],
         ] {
-            let mut args = vec!["wait", "--for=condition=Ready", "--timeout=3m"];
+            let mut args = vec!["wait", "--for=condition=Ready", "--timeout=6m"];
             args.extend(what);
             let out = self.kubectl(&args);
             assert!(
                 out.status.success(),
-                "the tier's cluster {}: not Ready within 3 minutes ({}): {}\n{}\n{}",
+                "the tier's cluster {}: not Ready within 6 minutes ({}): {}\n{}\n{}",
                 self.name,
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr),

@@ -612,17 +612,11 @@ pub fn explore(args: &ExploreArgs) -> End {
             eprintln!("{line}");
         }
     };
-    let made_out = writable_out(&args.out)?;
+    // What is made for the findings goes again however explore ends, if nothing was written
+    // there (by it, or by another shard).
+    let _made_out = writable_out(&args.out)?;
     let summary =
         kubechaos_engine::explore::explore(&topo, &opts, &args.out, &command, &mut report)?;
-    if let (Some(top), true) = (made_out, summary.found.is_empty()) {
-        // What was made for it goes, if still empty (another shard may write there too).
-        for dir in args.out.ancestors() {
-            if std::fs::remove_dir(dir).is_err() || dir == top {
-                break;
-            }
-        }
-    }
     println!(
         "\n{} run(s) in {:.1}s ({:.1} runs/s): {} violated an invariant",
         summary.runs,
@@ -681,14 +675,17 @@ pub fn explore(args: &ExploreArgs) -> End {
 
 /// That the findings can be written to `out`, checked before the exploration (it may run for
 /// hours before its first finding): the directory is made if missing and a file is written in it
-/// and removed. The outermost directory made for it, if any (removed again if nothing is
-/// written there).
-fn writable_out(out: &Path) -> Result<Option<PathBuf>, Failure> {
-    let made = out
-        .ancestors()
-        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
-        .last()
-        .map(Path::to_owned);
+/// and removed. What was made for it is removed again when the guard returned goes (on error
+/// too), if still empty.
+fn writable_out(out: &Path) -> Result<MadeOut, Failure> {
+    let made = MadeOut {
+        out: out.to_owned(),
+        top: out
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .last()
+            .map(Path::to_owned),
+    };
     let probe = out.join(format!(".kubechaos-explore-{}", std::process::id()));
     std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(&probe, b""))
@@ -701,6 +698,24 @@ fn writable_out(out: &Path) -> Result<Option<PathBuf>, Failure> {
             ))
         })?;
     Ok(made)
+}
+
+/// The directories made for explore's `--out`: `out` and its ancestors up to `top` (none when
+/// `out` existed). Dropped, it removes those still empty, innermost first.
+struct MadeOut {
+    out: PathBuf,
+    top: Option<PathBuf>,
+}
+
+impl Drop for MadeOut {
+    fn drop(&mut self) {
+        let Some(top) = &self.top else { return };
+        for dir in self.out.ancestors() {
+            if std::fs::remove_dir(dir).is_err() || dir == top {
+                break;
+            }
+        }
+    }
 }
 
 /// Replay finding `f` on the local control plane and label it, in the report and in its file:

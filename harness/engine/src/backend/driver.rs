@@ -138,6 +138,9 @@ pub(crate) struct Driver<W: World> {
     resolved: BTreeMap<usize, Vec<String>>,
     /// Effects of the step being applied, recorded after the step itself.
     effects: Vec<EventKind>,
+    /// The holder identity of each Lease the step being applied asked about: read once per
+    /// step, so that what it touched and the words for what it did not rest on one reading.
+    holders: BTreeMap<LeaseRef, Option<String>>,
 }
 
 impl<W: World> Driver<W> {
@@ -169,6 +172,7 @@ impl<W: World> Driver<W> {
             api_errors: Vec::new(),
             resolved: BTreeMap::new(),
             effects: Vec::new(),
+            holders: BTreeMap::new(),
         }
     }
 
@@ -305,16 +309,26 @@ impl<W: World> Driver<W> {
         }
     }
 
+    /// The identity that holds a Lease now, if any, as the world says it once per step.
+    fn lease_identity(&mut self, lease: &LeaseRef) -> Option<String> {
+        if let Some(h) = self.holders.get(lease) {
+            return h.clone();
+        }
+        let h = self.world.lease_identity(lease);
+        self.holders.insert(lease.clone(), h.clone());
+        h
+    }
+
     /// The process that holds a Lease now, if any.
     fn lease_holder(&mut self, lease: &LeaseRef) -> Option<String> {
-        let identity = self.world.lease_identity(lease)?;
+        let identity = self.lease_identity(lease)?;
         Some(self.world.holder_process(lease, &identity))
     }
 
     /// Of a pod agent's `pods` (process names, named by their pods), the one holding its Lease
     /// now ([`holder_pod`]).
     fn leader_pod(&mut self, agent: &AgentSpec, pods: &[String]) -> Option<String> {
-        let identity = self.world.lease_identity(&agent.lease)?;
+        let identity = self.lease_identity(&agent.lease)?;
         holder_pod(agent.identity_pattern().as_ref(), &identity, pods).cloned()
     }
 
@@ -334,7 +348,7 @@ impl<W: World> Driver<W> {
             else {
                 continue;
             };
-            if let Some(h) = self.world.lease_identity(&a.lease) {
+            if let Some(h) = self.lease_identity(&a.lease) {
                 return held_by_none(&a.lease, &h, a);
             }
         }
@@ -360,6 +374,7 @@ impl<W: World> Driver<W> {
 
     /// Apply one planned action.
     pub(crate) fn apply(&mut self, s: &Scenario, kind: &PlannedKind, now: Duration) {
+        self.holders.clear();
         match kind {
             PlannedKind::Probe { invariant } => self.world.command(Command::Probe {
                 invariant: *invariant,
@@ -578,7 +593,7 @@ impl<W: World> Driver<W> {
                 };
                 match (leader, agent) {
                     (Some(pod), _) => Some(pod),
-                    (None, Some(a)) => match self.world.lease_identity(lease) {
+                    (None, Some(a)) => match self.lease_identity(lease) {
                         Some(h) => {
                             return format!("no pod matched ({})", held_by_none(lease, &h, a))
                         }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use kubechaos_core::events::Recorder;
+use kubechaos_core::events::{fmt_ms, EventKind, Recorder};
 
 /// How often the driver looks at the plan and the processes.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
@@ -91,27 +91,47 @@ pub(crate) fn lease_identity(
     let read = rt.block_on(async {
         tokio::time::timeout(LEASE_READ, crate::kubeclient::lease_holder(client, lease)).await
     });
-    match read {
-        Ok(Ok(found)) => found,
-        _ => last_seen_holder(&recorder.snapshot(), &lease.to_string()),
-    }
+    let why = match read {
+        Ok(Ok(found)) => return found,
+        Ok(Err(e)) => format!("did not answer ({})", kubechaos_core::error::chain(&e)),
+        Err(_) => format!("did not answer within {}s", LEASE_READ.as_secs()),
+    };
+    let seen = last_seen_holder(&recorder.snapshot(), &lease.to_string());
+    recorder.record(EventKind::ProcessNote {
+        process: "kubechaos".into(),
+        message: format!(
+            "asked who holds {lease} for a step on its leader, the API server {why}: {}",
+            match &seen {
+                Some((t, Some(h))) => format!(
+                    "taken from the Lease as last seen (written at {}): {h}",
+                    fmt_ms(*t)
+                ),
+                Some((t, None)) => format!(
+                    "the Lease as last seen (written at {}) named nobody",
+                    fmt_ms(*t)
+                ),
+                None => "the Lease was never seen: no leader at the time".into(),
+            }
+        ),
+    });
+    seen.and_then(|(_, h)| h)
 }
 
-/// The holder of Lease `key` in the latest reading of it among `events` (by the time each
-/// reading is placed at, not the order they were read in).
-fn last_seen_holder(events: &[kubechaos_core::events::Event], key: &str) -> Option<String> {
+/// The latest reading of Lease `key` among `events` (by the time each reading is placed at,
+/// not the order they were read in): where it is placed, and the holder it names.
+fn last_seen_holder(
+    events: &[kubechaos_core::events::Event],
+    key: &str,
+) -> Option<(u64, Option<String>)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            kubechaos_core::events::EventKind::LeaseObserved { lease, holder, .. }
-                if lease == key =>
-            {
-                Some((e.t_ms, holder))
+            EventKind::LeaseObserved { lease, holder, .. } if lease == key => {
+                Some((e.t_ms, holder.clone()))
             }
             _ => None,
         })
         .max_by_key(|(t, _)| *t)
-        .and_then(|(_, holder)| holder.clone())
 }
 
 /// Ctrl-C or SIGTERM, as a flag and a channel.
@@ -258,6 +278,34 @@ mod tests {
             lease_identity(rt.handle(), &client, &recorder, &lease),
             None,
             "released"
+        );
+        // Each time, the timeline says where the answer came from.
+        let notes: Vec<String> = recorder
+            .snapshot()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::ProcessNote { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "asked who holds ns/lock for a step on its leader, the API server did not answer ("
+            ),
+            "{notes:?}"
+        );
+        assert!(
+            notes[0].ends_with("): the Lease was never seen: no leader at the time"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].ends_with(": taken from the Lease as last seen (written at 9.0s): b"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[2].ends_with(": the Lease as last seen (written at 10.0s) named nobody"),
+            "{notes:?}"
         );
     }
 }
