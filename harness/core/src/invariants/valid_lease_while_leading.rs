@@ -140,13 +140,14 @@ pub(super) fn judge(
     // for seconds more). A claim on such a moment waits for the gap's end: it stands if nothing
     // of the Lease was read from within the gap (nothing was written), and is dropped, the
     // moment unjudged, if something was.
+    // A relisting that left a gap in this Lease's writes (old files name no Lease: every one).
+    let gap_in_this_lease =
+        |leases: &Option<Vec<String>>| leases.as_ref().is_none_or(|l| l.contains(&name));
     let relisted: Vec<(u64, u64)> = tl
         .events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::LeasesRelisted { since_ms, leases }
-                if leases.as_ref().is_none_or(|l| l.contains(&name)) =>
-            {
+            EventKind::LeasesRelisted { since_ms, leases } if gap_in_this_lease(leases) => {
                 Some((*since_ms, e.t_ms))
             }
             _ => None,
@@ -241,7 +242,7 @@ pub(super) fn judge(
                     whole_from = e.t_ms;
                 }
             }
-            EventKind::LeasesRelisted { .. } if relisted.iter().any(|(_, to)| *to == e.t_ms) => {
+            EventKind::LeasesRelisted { leases, .. } if gap_in_this_lease(leases) => {
                 whole_from = e.t_ms
             }
             EventKind::LeadingStarted { lease, identity } if *lease == name => {
