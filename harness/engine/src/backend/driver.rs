@@ -858,23 +858,30 @@ mod tests {
     }
 
     #[test]
-    fn a_killed_process_is_restarted_after_its_back_off_and_a_crash_loop_backs_off_further() {
+    fn a_killed_process_is_restarted_at_once_and_a_crash_loop_backs_off_further() {
         let s = scenario("  - {at: 1s, kill: kube-scheduler/1}\n");
         let mut d = driver(Fake::default());
-        play(&mut d, &s, Duration::from_secs(10));
+        play(&mut d, &s, Duration::from_millis(1_900));
         assert_eq!(
             d.world.calls,
             ["stop kube-scheduler-1 graceful=false hold=false"],
-            "not restarted before 10s of back-off"
+            "not restarted before the kubelet's relist sees the exit"
         );
-        d.supervise(Duration::from_secs(11));
+        d.supervise(Duration::from_secs(2));
         assert_eq!(d.world.calls.last().unwrap(), "start kube-scheduler-1");
-        // It exits by itself at once: the next back-off is 20s.
+        // It exits by itself at once: now the kubelet backs off, 10s.
         d.world.exiting.insert("kube-scheduler-1".into());
-        d.supervise(Duration::from_secs(12));
-        d.supervise(Duration::from_secs(31));
+        d.supervise(Duration::from_secs(3));
+        d.supervise(Duration::from_millis(13_900));
         assert_eq!(d.world.calls.len(), 2, "{:?}", d.world.calls);
-        d.supervise(Duration::from_secs(32));
+        d.supervise(Duration::from_secs(14));
+        assert_eq!(d.world.calls.last().unwrap(), "start kube-scheduler-1");
+        // And again: 20s.
+        d.world.exiting.insert("kube-scheduler-1".into());
+        d.supervise(Duration::from_secs(15));
+        d.supervise(Duration::from_millis(35_900));
+        assert_eq!(d.world.calls.len(), 3, "{:?}", d.world.calls);
+        d.supervise(Duration::from_secs(36));
         assert_eq!(d.world.calls.last().unwrap(), "start kube-scheduler-1");
         let exits: Vec<String> = d
             .recorder()
@@ -891,6 +898,7 @@ mod tests {
             exits,
             [
                 "kube-scheduler-1: killed",
+                "kube-scheduler-1: exit status 1",
                 "kube-scheduler-1: exit status 1"
             ]
         );

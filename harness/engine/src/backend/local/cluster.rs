@@ -894,6 +894,16 @@ impl LocalCluster {
                 ];
                 if c == Component::KubeControllerManager {
                     args.extend([
+                        // As kubeadm's manifest: with both CA files given, its delegated
+                        // authentication reads no ConfigMap at start, so one started while the
+                        // API server cannot answer waits in leader election instead of exiting
+                        // ("unable to load configmap based request-header-client-ca-file"), as
+                        // on kind's nodes (the sim's model says what was seen).
+                        format!("--client-ca-file={}", s(p.cert("ca"))),
+                        format!(
+                            "--requestheader-client-ca-file={}",
+                            s(p.cert("front-proxy-ca"))
+                        ),
                         format!("--service-account-private-key-file={}", s(p.key("sa"))),
                         format!("--root-ca-file={}", s(p.cert("ca"))),
                         format!("--cluster-signing-cert-file={}", s(p.cert("ca"))),

@@ -98,6 +98,22 @@ pub(crate) fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki, LocalError> {
     write(&dir.join("ca.key"), &ca_key.serialize_pem())?;
     let issuer = Issuer::new(ca, ca_key);
 
+    // The front proxy's CA, as kubeadm makes one (`front-proxy-ca`): the controller-manager is
+    // given it as kubeadm gives it, so its delegated authentication reads no ConfigMap at start.
+    let fp_key = KeyPair::generate().map_err(err)?;
+    let mut fp = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    fp.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    fp.distinguished_name
+        .push(DnType::CommonName, "kubechaos-front-proxy-ca");
+    fp.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let fp_cert = fp.self_signed(&fp_key).map_err(err)?;
+    write(&dir.join("front-proxy-ca.crt"), &fp_cert.pem())?;
+    write(&dir.join("front-proxy-ca.key"), &fp_key.serialize_pem())?;
+
     // Serving certificate.
     let key = KeyPair::generate().map_err(err)?;
     let mut p = CertificateParams::new(vec![
@@ -196,6 +212,7 @@ mod tests {
         let pki = generate(dir.path(), &["127.0.0.1".parse().unwrap()]).unwrap();
         for f in [
             "ca.crt",
+            "front-proxy-ca.crt",
             "ca.key",
             "apiserver.crt",
             "apiserver.key",

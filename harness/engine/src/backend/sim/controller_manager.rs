@@ -17,13 +17,15 @@
 //!   Ready=Unknown and the `node.kubernetes.io/unreachable:NoSchedule` taint; the taint goes when
 //!   the node reports Ready again.
 //!
-//! - at start, before leader election, it reads the `kube-system/extension-apiserver-authentication`
-//!   ConfigMap (its delegated authentication, `--authentication-tolerate-lookup-failure=false` by
-//!   default): when the API server does not answer it exits with status 1 ("unable to load
-//!   configmap based request-header-client-ca-file"), after about 10s of client-go retries (seen
-//!   on the pinned v1.37.2 on the local backend). A missing ConfigMap is not an error. So a
-//!   controller-manager restarted while the API server is down crash-loops with growing back-off,
-//!   as on a real node; kube-scheduler tolerates the failure and waits.
+//! - it is started as kubeadm starts it (kind's control-plane nodes, the local backend): with
+//!   `--client-ca-file` and `--requestheader-client-ca-file` given, its delegated authentication
+//!   reads no ConfigMap at start, so a controller-manager started while the API server cannot
+//!   answer goes straight to leader election and waits there, retrying (seen on a real kind node,
+//!   v1.37.2: started 15 s into a cut between the API server and etcd, it tried the Lease every
+//!   2 s for 2 minutes and led 20 s after the API server answered again). Without those flags
+//!   upstream would read `kube-system/extension-apiserver-authentication` first and exit with
+//!   status 1 when that fails ("unable to load configmap based request-header-client-ca-file"),
+//!   which the local backend's controller-manager did before it was given them.
 //!
 //! Not modelled: eviction, rolling-update strategy, garbage collection of orphans.
 
@@ -32,7 +34,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -53,21 +55,11 @@ pub(crate) const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 /// ([`pods_changed`](super::process::pods_changed)).
 pub(crate) const SYNC_PERIOD: Duration = Duration::from_secs(1);
 
-/// How long the start-up read of the authentication ConfigMap keeps retrying before the process
-/// exits.
-pub(crate) const AUTH_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Run one controller-manager process until it exits.
 pub async fn run(p: Proc) {
     let inc = p.start();
     p.start_up(inc).await;
     let client = p.client();
-    if let Err(e) = load_authentication_config(&client).await {
-        p.exit(&format!(
-            "exited: status 1: unable to load configmap based request-header-client-ca-file: {e}"
-        ));
-        return;
-    }
     let mut elector = p.elector(
         client.clone(),
         &Component::KubeControllerManager.lease(),
@@ -87,20 +79,6 @@ pub async fn run(p: Proc) {
         );
     } else {
         p.exit("exited: leaderelection lost (upstream exits with status 1)");
-    }
-}
-
-/// Read the delegated-authentication ConfigMap, retrying every second for
-/// [`AUTH_LOOKUP_TIMEOUT`].
-async fn load_authentication_config(client: &kube::Client) -> Result<(), kube::Error> {
-    let api = Api::<ConfigMap>::namespaced(client.clone(), "kube-system");
-    let deadline = Instant::now() + AUTH_LOOKUP_TIMEOUT;
-    loop {
-        match api.get_opt("extension-apiserver-authentication").await {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => return Err(e),
-            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
     }
 }
 
