@@ -228,6 +228,116 @@ expect:
     assert!(scheduler_lost_leadership_between(&events, 20_000, 60_000));
 }
 
+/// As on a real kind node (kubelet and kubeadm's controller-manager, v1.37.2): the
+/// controller-manager, which exits when it loses its Lease in a long outage, is started again at
+/// once (the kubelet backs off only from a container's second exit) and then waits in leader
+/// election through the rest of the outage (given both CA files, as kubeadm gives them, it reads
+/// no ConfigMap at start), and leads once the API server answers again.
+#[test]
+fn a_controller_manager_that_lost_its_lease_is_restarted_at_once_and_waits_out_the_outage() {
+    let (events, verdicts) = play(
+        "
+name: t
+cluster: {nodes: 1, components: {kube-scheduler: {replicas: 1}, kube-controller-manager: {replicas: 1}}}
+faults:
+  - {at: 15s, id: cut, partition: [api-server, etcd], for: 150s}
+expect:
+  - leader-reacquired: {lease: kube-system/kube-controller-manager, within: 30s}
+duration: 4m
+",
+    );
+    let cm = "kube-controller-manager-0";
+    let exits: Vec<(u64, String)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ProcessExited { process, reason } if process == cm => {
+                Some((e.t_ms, reason.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(exits.len(), 1, "one exit, on the lost Lease: {exits:?}");
+    assert!(exits[0].1.contains("leaderelection lost"), "{exits:?}");
+    let starts: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ProcessStarted { process, .. } if process == cm && e.t_ms > 0 => {
+                Some(e.t_ms)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    let after = starts[0] - exits[0].0;
+    assert!(
+        (1_000..=1_500).contains(&after),
+        "started again {after} ms after its exit (the kubelet's relist, no back-off)"
+    );
+    assert!(verdicts[0].held, "{}", verdicts[0].message);
+}
+
+/// As on a real kind node (kubeadm's kube-apiserver, v1.37.2, cut off from its etcd for 150 s):
+/// its liveness probe (`/livez`, whose etcd check fails) fails 8 times 10 s apart, the kubelet
+/// stops it and kills it once its 30 s grace period is over (there: 110 s into the cut), starts
+/// it again at once, and each start without etcd exits after 20 s, the second after a 10 s
+/// back-off; after the heal it serves again once its back-off is over.
+#[test]
+fn an_api_server_cut_off_from_etcd_is_restarted_by_its_liveness_probe_and_crash_loops_until_the_heal(
+) {
+    let (events, verdicts) = play(
+        "
+name: t
+cluster: {nodes: 1, components: {kube-scheduler: {replicas: 1}, kube-controller-manager: {replicas: 1}}}
+faults:
+  - {at: 15s, id: cut, partition: [api-server, etcd], for: 150s}
+expect:
+  - leader-reacquired: {lease: kube-system/kube-scheduler, within: 60s}
+  - schedulable: {within: 60s}
+duration: 4m
+",
+    );
+    let of_api: Vec<(u64, String)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ProcessStarted { process, .. } if process == "api-server" && e.t_ms > 0 => {
+                Some((e.t_ms, "start".to_owned()))
+            }
+            EventKind::ProcessExited { process, reason } if process == "api-server" => {
+                Some((e.t_ms, reason.clone()))
+            }
+            EventKind::ProcessNote { process, message } if process == "api-server" => {
+                Some((e.t_ms, message.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let said = format!("{of_api:#?}");
+    // Each at its time to within the simulation's steps (the driver sees an exit at the next).
+    let at = |i: usize, ms: u64, what: &str| {
+        let (t, said_then) = &of_api[i];
+        assert!(
+            t.abs_diff(ms) <= 100 && said_then.contains(what),
+            "{i}: expected `{what}` at {ms} ms: {said}"
+        );
+    };
+    // Probes at 10 s, 20 s, …: the first to fail at 20 s, the eighth at 90 s.
+    at(0, 90_000, "liveness probe failed 8 times");
+    at(1, 120_000, "killed by the kubelet");
+    at(2, 121_000, "start");
+    at(3, 141_000, "error creating storage factory");
+    // Started again at once (its first exit), then after 10 s of back-off: after the heal at
+    // 165 s, the back-off still runs.
+    at(4, 142_000, "start");
+    at(5, 162_000, "error creating storage factory");
+    at(6, 173_000, "start");
+    assert_eq!(
+        of_api.len(),
+        7,
+        "serves from its start after the heal: {said}"
+    );
+    assert!(verdicts.iter().all(|v| v.held), "{verdicts:#?}");
+}
+
 #[test]
 fn a_one_way_partition_from_the_leader_loses_its_lease() {
     let (events, verdicts) = play(

@@ -1,5 +1,6 @@
-//! The kubelet's container restart back-off, which the driver's supervisor (static pods, the
-//! local backend's processes) and the fake nodes' agent (pods) both follow. Mirrors
+//! The kubelet's restarts of a container: its restart back-off, which the driver's supervisor
+//! (static pods, the local backend's processes) and the fake nodes' agent (pods) both follow,
+//! and the liveness probe kubeadm gives kube-apiserver ([`LIVENESS`]). Mirrors
 //! `pkg/kubelet` (v1.37, `kuberuntime_manager.go` `doBackOff` with `flowcontrol.Backoff`): a
 //! container that exits for the first time is started again at once (the kubelet has no back-off
 //! for it yet, and only then sets one of 10 s); each further exit waits its back-off from when
@@ -24,6 +25,32 @@ pub(crate) fn backoff(restarts: u32) -> Duration {
 
 /// The kubelet's relist of its containers (the generic PLEG's period), by which it sees an exit.
 pub(crate) const RELIST: Duration = Duration::from_secs(1);
+
+/// A liveness probe as the kubelet runs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Liveness {
+    /// From the container's start to its first probe (`initialDelaySeconds`).
+    pub(crate) initial_delay: Duration,
+    /// Between probes (`periodSeconds`).
+    pub(crate) period: Duration,
+    /// Failures in a row that make the kubelet restart the container (`failureThreshold`).
+    pub(crate) failure_threshold: u32,
+    /// From the kubelet's SIGTERM to its SIGKILL (the pod's `terminationGracePeriodSeconds`).
+    pub(crate) grace: Duration,
+}
+
+/// kubeadm's liveness probe of kube-apiserver (v1.37: `GET /livez` every 10 s from 10 s after
+/// its start, 8 failures; the static pod's grace period is the default 30 s). `/livez` fails
+/// while its etcd does not answer (its `etcd` check; within about 5 s of etcd frozen, measured
+/// on the pinned v1.37.2). Seen on a real kind node with the API server cut off from its etcd:
+/// killed 110 s into the cut (the eighth failure about 80 s in, then the grace period, its
+/// requests waiting on etcd to the end), started again at once.
+pub(crate) const LIVENESS: Liveness = Liveness {
+    initial_delay: Duration::from_secs(10),
+    period: Duration::from_secs(10),
+    failure_threshold: 8,
+    grace: Duration::from_secs(30),
+};
 
 /// The back-off resets after this long running (kubelet: 10 minutes).
 pub(crate) const BACKOFF_RESET: Duration = Duration::from_secs(600);

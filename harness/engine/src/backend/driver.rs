@@ -13,6 +13,7 @@ use crate::fake_node::{ContainerOp, PodGroup};
 use crate::observer::Command;
 use kubechaos_core::events::{identity_process, EventKind, Recorder};
 use kubechaos_core::plan::PlannedKind;
+use kubechaos_core::scenario::duration::human;
 use kubechaos_core::scenario::validate::process_name;
 use kubechaos_core::scenario::{
     holder_pod, Action, AgentSpec, ApiErrors, LeaseRef, ProcessOp, Scenario, Selector, Target,
@@ -62,6 +63,13 @@ pub(crate) trait World {
     fn start(&mut self, name: &str);
     /// `Some` once a process the driver believes running has ended by itself.
     fn exited(&mut self, name: &str) -> Option<Exit>;
+    /// What the liveness probe of a running process would answer now, for a process the
+    /// world's kubelet probes ([`crate::backoff::LIVENESS`]: kubeadm's on kube-apiserver,
+    /// `/livez`, which fails while its etcd does not answer); `None` for one it does not probe,
+    /// or where a real kubelet probes it (an existing cluster).
+    fn alive(&mut self, _name: &str) -> Option<bool> {
+        None
+    }
     /// Set the condition of the link from `from` to `to` (one direction): cut, slowed, or
     /// healthy again (`LinkState::default()`), as [`super::link`] models it.
     fn link(&mut self, from: &str, to: &str, state: &LinkState);
@@ -108,6 +116,29 @@ struct Supervised {
     state: State,
     restarts: u32,
     started_at: Duration,
+    /// Its liveness probe, as the kubelet runs it (for a process the world probes).
+    probe: Probe,
+}
+
+/// The kubelet's liveness probe of one container, since it last started.
+#[derive(Clone, Copy, Debug, Default)]
+struct Probe {
+    /// The next probe's time.
+    next: Duration,
+    /// Failures in a row.
+    failures: u32,
+    /// Failed too often: the kubelet stopped it (SIGTERM), and kills it then (its grace period
+    /// over; a kube-apiserver without etcd waits on it with its requests to the end).
+    kill_at: Option<Duration>,
+}
+
+impl Probe {
+    fn since(started_at: Duration) -> Probe {
+        Probe {
+            next: started_at + crate::backoff::LIVENESS.initial_delay,
+            ..Probe::default()
+        }
+    }
 }
 
 /// A pod agent's Lease held by an identity that names none of its running pods.
@@ -159,6 +190,7 @@ impl<W: World> Driver<W> {
                         state: State::Running,
                         restarts: 0,
                         started_at: Duration::ZERO,
+                        probe: Probe::since(Duration::ZERO),
                     },
                 )
             })
@@ -201,6 +233,8 @@ impl<W: World> Driver<W> {
                             });
                         }
                         self.schedule_restart(&name, now);
+                    } else {
+                        self.probe(&name, now);
                     }
                 }
                 State::Down(Some(at)) if now >= at => {
@@ -208,9 +242,56 @@ impl<W: World> Driver<W> {
                     let p = self.procs.get_mut(&name).expect("known process");
                     p.state = State::Running;
                     p.started_at = now;
+                    p.probe = Probe::since(now);
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The kubelet's liveness probe of a running process, as kubeadm configures it
+    /// ([`crate::backoff::LIVENESS`]): after `failure_threshold` failures in a row the kubelet
+    /// stops the container and, its grace period over, kills it; it starts it again at once,
+    /// with no back-off (the kubelet kills and starts it in one sync of the pod, and backs off
+    /// only from a container found exited).
+    fn probe(&mut self, name: &str, now: Duration) {
+        let probe = self.procs[name].probe;
+        if let Some(at) = probe.kill_at {
+            if now >= at {
+                self.world.stop(name, false, false);
+                self.recorder.record(EventKind::ProcessExited {
+                    process: name.to_owned(),
+                    reason: format!(
+                        "killed by the kubelet: its liveness probe failed {} times in a row ({} apart), and its grace period of {} is over",
+                        crate::backoff::LIVENESS.failure_threshold,
+                        human(crate::backoff::LIVENESS.period),
+                        human(crate::backoff::LIVENESS.grace)
+                    ),
+                });
+                let p = self.procs.get_mut(name).expect("known process");
+                p.state = State::Down(Some(now + crate::backoff::RELIST));
+            }
+            return;
+        }
+        if now < probe.next {
+            return;
+        }
+        let Some(alive) = self.world.alive(name) else {
+            return;
+        };
+        let p = self.procs.get_mut(name).expect("known process");
+        p.probe.next = now + crate::backoff::LIVENESS.period;
+        p.probe.failures = if alive { 0 } else { p.probe.failures + 1 };
+        if p.probe.failures >= crate::backoff::LIVENESS.failure_threshold {
+            p.probe.kill_at = Some(now + crate::backoff::LIVENESS.grace);
+            self.recorder.record(EventKind::ProcessNote {
+                process: name.to_owned(),
+                message: format!(
+                    "its liveness probe failed {} times in a row: the kubelet stops it (SIGTERM), and kills it in {} if it has not exited",
+                    p.probe.failures,
+                    human(crate::backoff::LIVENESS.grace)
+                ),
+            });
         }
     }
 
@@ -260,6 +341,7 @@ impl<W: World> Driver<W> {
         self.world.start(name);
         p.state = State::Running;
         p.started_at = now;
+        p.probe = Probe::since(now);
         true
     }
 
@@ -715,6 +797,8 @@ mod tests {
         holder: Option<String>,
         /// The pods of every pod group.
         pods: Vec<String>,
+        /// What the liveness probe of each probed process answers.
+        alive: BTreeMap<String, bool>,
     }
 
     impl WorldClock for Fake {
@@ -744,6 +828,9 @@ mod tests {
             self.exiting
                 .remove(name)
                 .then(|| Exit::Unrecorded("exit status 1".into()))
+        }
+        fn alive(&mut self, name: &str) -> Option<bool> {
+            self.alive.get(name).copied()
         }
         fn link(&mut self, from: &str, to: &str, state: &LinkState) {
             if state.cut {
@@ -901,6 +988,54 @@ mod tests {
                 "kube-scheduler-1: exit status 1",
                 "kube-scheduler-1: exit status 1"
             ]
+        );
+    }
+
+    #[test]
+    fn a_process_failing_its_liveness_probe_is_killed_after_its_grace_period_and_started_at_once() {
+        let mut d = driver(Fake::default());
+        d.world.alive.insert("api-server".into(), false);
+        let step = |d: &mut Driver<Fake>, from: u64, to: u64| {
+            for ms in (from..=to).step_by(100) {
+                d.supervise(Duration::from_millis(ms));
+            }
+        };
+        // Probes at 10 s, 20 s, …; one success between resets the count.
+        step(&mut d, 0, 30_000);
+        d.world.alive.insert("api-server".into(), true);
+        step(&mut d, 30_100, 40_000);
+        d.world.alive.insert("api-server".into(), false);
+        // Failures at 50 s … 120 s: the eighth at 120 s, the kill 30 s later.
+        step(&mut d, 40_100, 149_900);
+        assert!(d.world.calls.is_empty(), "{:?}", d.world.calls);
+        step(&mut d, 150_000, 150_900);
+        assert_eq!(d.world.calls, ["stop api-server graceful=false hold=false"]);
+        step(&mut d, 151_000, 151_000);
+        assert_eq!(d.world.calls.last().unwrap(), "start api-server");
+        // The kill set no back-off: its first exit after it is started again at once.
+        d.world.exiting.insert("api-server".into());
+        step(&mut d, 152_000, 153_000);
+        assert_eq!(d.world.calls.last().unwrap(), "start api-server");
+        assert_eq!(d.world.calls.len(), 3, "{:?}", d.world.calls);
+        let said: Vec<(u64, String)> = d
+            .recorder()
+            .snapshot()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::ProcessNote { message, .. } => Some((e.t_ms, message)),
+                EventKind::ProcessExited { reason, .. } => Some((e.t_ms, reason)),
+                _ => None,
+            })
+            .map(|(t, m)| (t, m.split(':').next().unwrap_or_default().to_owned()))
+            .collect();
+        assert_eq!(
+            said.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(),
+            [
+                "its liveness probe failed 8 times in a row",
+                "killed by the kubelet",
+                "exit status 1"
+            ],
+            "{said:?}"
         );
     }
 

@@ -48,6 +48,14 @@ use crate::clock::Clock;
 use crate::clock::Rng;
 use kubechaos_core::scenario::ApiErrors;
 
+/// How long a starting kube-apiserver waits for a connection to etcd before it exits ("error
+/// creating storage factory: etcd grpc connection not ready: context deadline exceeded"): seen
+/// on a real kind node (v1.37.2) started while cut off from its etcd, 20 s after its start.
+pub(crate) const STORAGE_START: Duration = Duration::from_secs(20);
+
+/// What a kube-apiserver that could not reach etcd at its start says as it exits.
+pub(crate) const STORAGE_START_FAILED: &str = "exited: status 1: error creating storage factory: etcd grpc connection not ready: context deadline exceeded";
+
 /// State the API server shares with the rest of the simulated world.
 pub struct ApiServer {
     /// What etcd holds.
@@ -67,6 +75,9 @@ pub struct ApiServer {
     /// The etcd members its etcd client is connected to now (set by the simulation driver,
     /// [`super::SimWorld`]'s `update_etcd`): each request goes to one of them.
     etcd_members: Arc<Mutex<Vec<String>>>,
+    /// Whether one of its etcd client's connections answers (set by the simulation driver): a
+    /// starting API server waits for it ([`ApiServer::storage_ready`]).
+    etcd_ready: Arc<std::sync::atomic::AtomicBool>,
     /// The store's revision when it last started: its watch cache holds changes from then on
     /// ([`ApiServer::started`]).
     cache_from: std::sync::atomic::AtomicU64,
@@ -159,6 +170,7 @@ impl ApiServer {
             links_changed,
             name: API_HOST.to_owned(),
             etcd_members: Arc::new(Mutex::new(vec![ETCD.to_owned()])),
+            etcd_ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             cache_from: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -169,12 +181,24 @@ impl ApiServer {
         mut self,
         name: &str,
         etcd_members: Arc<Mutex<Vec<String>>>,
+        etcd_ready: Arc<std::sync::atomic::AtomicBool>,
         changed: Arc<tokio::sync::Notify>,
     ) -> ApiServer {
         self.name = name.to_owned();
         self.etcd_members = etcd_members;
+        self.etcd_ready = etcd_ready;
         self.changed = changed;
         self
+    }
+
+    /// As kube-apiserver starts: it serves nothing until its etcd client has a connection that
+    /// answers, and exits with status 1 if none does within [`STORAGE_START`]. Returns whether
+    /// one did.
+    pub(crate) async fn storage_ready(&self) -> bool {
+        let ready = || self.etcd_ready.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::timeout(STORAGE_START, self.until(ready))
+            .await
+            .is_ok()
     }
 
     /// As kube-apiserver's watch cache does when it starts: it lists etcd at etcd's revision then

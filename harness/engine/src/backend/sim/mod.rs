@@ -344,6 +344,15 @@ impl World for SimWorld<'_> {
         (!self.sim.is_host_running(name)).then_some(Exit::Recorded)
     }
 
+    /// kubeadm's liveness probe of an API server: `/livez` passes while one of its etcd
+    /// client's connections answers (its `etcd` check, as `/readyz`'s).
+    fn alive(&mut self, name: &str) -> Option<bool> {
+        self.apis
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.ready.load(Ordering::SeqCst))
+    }
+
     /// The API server is one end of every link that carries traffic: it holds, resets or slows
     /// what crosses it (`apiserver::Degraded`). A cut between it and etcd makes etcd
     /// unreachable.
@@ -534,6 +543,7 @@ fn start(
     let mut apis = Vec::new();
     for name in s.cluster.api_server_names() {
         let etcd_ok = Arc::new(AtomicBool::new(true));
+        let etcd_ready = Arc::new(AtomicBool::new(true));
         let members = Arc::new(Mutex::new(s.cluster.etcd_names()));
         let api = Arc::new(
             ApiServer::new(
@@ -543,7 +553,7 @@ fn start(
                 degraded.clone(),
                 links_changed.clone(),
             )
-            .named(&name, members.clone(), writes.clone()),
+            .named(&name, members.clone(), etcd_ready.clone(), writes.clone()),
         );
         let api_proc = proc_of(&name);
         sim.host(name.clone(), move || {
@@ -551,13 +561,17 @@ fn start(
             let api = api.clone();
             async move {
                 p.start();
+                if !api.storage_ready().await {
+                    p.exit(apiserver::STORAGE_START_FAILED);
+                    return Ok(());
+                }
                 api.serve().await
             }
         });
         apis.push(EtcdClient {
             name: name.clone(),
             ok: etcd_ok,
-            ready: Arc::new(AtomicBool::new(true)),
+            ready: etcd_ready,
             members,
         });
         names.push(name);
