@@ -561,6 +561,69 @@ fn api_server_cut_from_etcd_agrees() {
     );
 }
 
+/// The kind tier's API server cut off from its etcd for 150 s
+/// (`scenarios-kind/api-server-loses-etcd.yaml`, at 15 s), on the sim and on the local control
+/// plane, as on a real kind node (`on_kind_an_api_server_cut_off_from_etcd_…`, killed there 110 s
+/// into the cut): kubeadm's liveness probe (here the real kube-apiserver's `/livez`) fails 8
+/// times 10 s apart, the API server is killed once the grace period is over and started again at
+/// once; each start without etcd exits by itself, until the heal; then it serves, and the
+/// scheduler and the controller-manager lead again within 90 s, on both.
+#[test]
+#[ignore = "real tier: a local control plane (root, the pinned upstream binaries); ci/test runs it"]
+fn an_api_server_cut_off_from_etcd_is_restarted_by_its_liveness_probe_on_both() {
+    let (code, text, played) = agree_events("scenarios-kind/api-server-loses-etcd.yaml");
+    assert_eq!(code, 0, "{text}");
+    let heal = 165_000;
+    for (events, text) in &played {
+        let of_api: Vec<(u64, &str, String)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ProcessStarted { process, .. } if process == "api-server" => {
+                    Some((e.t_ms, "start", String::new()))
+                }
+                EventKind::ProcessExited { process, reason } if process == "api-server" => {
+                    Some((e.t_ms, "exit", reason.clone()))
+                }
+                _ => None,
+            })
+            .filter(|(t, _, _)| *t > 0)
+            .collect();
+        let said = format!("{of_api:#?}\n{text}");
+        let kills: Vec<u64> = of_api
+            .iter()
+            .filter(|(_, _, why)| why.starts_with("killed by the kubelet"))
+            .map(|(t, _, _)| *t)
+            .collect();
+        // Its probes, every 10 s, fail from the first after the cut (`/livez`'s etcd check
+        // fails within about 5 s of it), the eighth 70 s later, then the 30 s grace period:
+        // killed 100 s to 130 s into the cut.
+        assert_eq!(kills.len(), 1, "killed once by its liveness probe: {said}");
+        assert!(
+            (115_000..=145_000).contains(&kills[0]),
+            "killed {} ms in (kind: 125 s): {said}",
+            kills[0]
+        );
+        // Started again at once; without etcd it exits by itself before the heal.
+        let after_kill: Vec<&(u64, &str, String)> =
+            of_api.iter().filter(|(t, _, _)| *t > kills[0]).collect();
+        assert!(
+            matches!(after_kill.first(), Some((t, "start", _)) if *t - kills[0] <= 3_000),
+            "started again at once after the kill: {said}"
+        );
+        assert!(
+            after_kill
+                .iter()
+                .any(|(t, what, _)| *what == "exit" && *t < heal),
+            "a start without etcd exits by itself: {said}"
+        );
+        // After the heal, its last start serves to the end.
+        assert!(
+            matches!(of_api.last(), Some((t, "start", _)) if *t >= kills[0]),
+            "runs from its last start on: {said}"
+        );
+    }
+}
+
 /// One of three API servers removed: the clients whose connections landed on it (replica 0 of
 /// each component, the observer) move to the next one, as behind a TCP load balancer, and a
 /// leader among them renews there within its renew deadline: no Lease changes hands, on both.

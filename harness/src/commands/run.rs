@@ -674,9 +674,12 @@ pub fn explore(args: &ExploreArgs) -> End {
 }
 
 /// That the findings can be written to `out`, checked before the exploration (it may run for
-/// hours before its first finding): the directory is made if missing and a file is written in it
-/// and removed. What was made for it is removed again when the guard returned goes (on error
-/// too), if still empty.
+/// hours before its first finding): the directory is made if missing and a file of this check's
+/// own is written in it and removed. What was made for it is removed again when the guard
+/// returned goes (on error too), if still empty. The shards of an Indexed Job share `out` (a
+/// volume) and each runs as PID 1 of its container: a file named by the PID alone was one file
+/// for all of them, and one shard's removal made another's fail ("No such file or directory",
+/// seen on kind in `ci/kubernetes/explore-job.yaml`'s eight shards).
 fn writable_out(out: &Path) -> Result<MadeOut, Failure> {
     let made = MadeOut {
         out: out.to_owned(),
@@ -686,10 +689,9 @@ fn writable_out(out: &Path) -> Result<MadeOut, Failure> {
             .last()
             .map(Path::to_owned),
     };
-    let probe = out.join(format!(".kubechaos-explore-{}", std::process::id()));
     std::fs::create_dir_all(out)
-        .and_then(|()| std::fs::write(&probe, b""))
-        .and_then(|()| std::fs::remove_file(&probe))
+        .and_then(|()| own_file_in(out))
+        .and_then(|probe| std::fs::remove_file(&probe))
         .map_err(|e| {
             Failure::Input(format!(
                 "kubechaos explore: --out {}: its findings could not be written there ({e}); \
@@ -698,6 +700,31 @@ fn writable_out(out: &Path) -> Result<MadeOut, Failure> {
             ))
         })?;
     Ok(made)
+}
+
+/// Make a new empty file in `dir` that nobody else made (`create_new`: another process, or
+/// another shard with the same PID, gets a name of its own); returns its path.
+fn own_file_in(dir: &Path) -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut n = 0u32;
+    loop {
+        let path = dir.join(format!(
+            ".kubechaos-explore-{}-{nanos}-{n}",
+            std::process::id()
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(_) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The directories made for explore's `--out`: `out` and its ancestors up to `top` (none when
@@ -753,4 +780,31 @@ fn confirm_on(
         "finding",
     )?;
     Ok(Verdict::Held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The eight shards of the explore Job check one shared `--out` at once, each as PID 1 of
+    /// its container: here threads of one process (one PID), many times over; each check must
+    /// pass and leave nothing behind.
+    #[test]
+    fn shards_sharing_an_out_directory_check_it_at_once_without_failing_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..50 {
+            let checks: Vec<_> = (0..8)
+                .map(|_| {
+                    let out = dir.path().to_owned();
+                    std::thread::spawn(move || {
+                        writable_out(&out).map(drop).map_err(|e| format!("{e:?}"))
+                    })
+                })
+                .collect();
+            for c in checks {
+                c.join().unwrap().unwrap();
+            }
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

@@ -313,6 +313,15 @@ pub struct LocalCluster {
     /// With several API servers: the admin's (kubectl's, the observer's) balancer, which sends a
     /// new connection to a ready API server, and the health check that keeps its view.
     balancer: Option<(Proxy, tokio::task::JoinHandle<()>)>,
+    /// Each API server's last answer to kubeadm's liveness probe (`/livez`), kept by a task that
+    /// asks it every [`LIVEZ_PERIOD`] (see [`LocalCluster::alive`]).
+    liveness: BTreeMap<
+        String,
+        (
+            Arc<std::sync::atomic::AtomicBool>,
+            tokio::task::JoinHandle<()>,
+        ),
+    >,
     hooks: Arc<dyn Hooks>,
     children: BTreeMap<String, Child>,
     /// Signalled to stop, not yet reaped.
@@ -334,6 +343,9 @@ impl Drop for LocalCluster {
         }
         if let Some((_, health)) = &self.balancer {
             health.abort();
+        }
+        for (_, task) in self.liveness.values() {
+            task.abort();
         }
         self.containers.kill_all();
         for child in self.children.values().chain(self.stopping.values()) {
@@ -627,6 +639,7 @@ impl LocalCluster {
             proxies,
             etcd_links,
             balancer: None,
+            liveness: BTreeMap::new(),
             hooks,
             children: BTreeMap::new(),
             stopping: BTreeMap::new(),
@@ -651,6 +664,21 @@ impl LocalCluster {
         if let Some((p, health)) = balancer {
             let check = health_check(cluster.direct.clone(), health, p.links.clone());
             cluster.balancer = Some((p, tokio::spawn(check)));
+        }
+        for (a, port) in apis.iter().zip(cluster.ports.api.clone()) {
+            // Straight to its port, as the kubelet on its node asks it: through no link.
+            let mut config = crate::kubeclient::config(
+                Some(&cluster.admin_kubeconfig),
+                None,
+                Some(LIVEZ_TIMEOUT),
+            )
+            .await?;
+            config.cluster_url = format!("https://127.0.0.1:{port}").parse().expect("a URL");
+            let client =
+                kube::Client::try_from(config).map_err(crate::kubeclient::ClientError::Build)?;
+            let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let task = tokio::spawn(liveness(client, live.clone()));
+            cluster.liveness.insert(a.clone(), (live, task));
         }
         cluster.prepare().await?;
         say(&format!(
@@ -1033,6 +1061,17 @@ impl LocalCluster {
         said
     }
 
+    /// What kubeadm's liveness probe of `name` answers now, for an API server: its `/livez`,
+    /// which fails while its etcd does not answer (its `etcd` check). The last answer of the
+    /// task that asks it every [`LIVEZ_PERIOD`]: the driver's probe, every 10 s, must not wait
+    /// on an API server that is slow to answer. `None` for the other processes: kubeadm probes
+    /// its other static pods too, but no model here (the sim's neither) has their probes fail
+    /// while the process runs on.
+    pub(crate) fn alive(&self, name: &str) -> Option<bool> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.liveness.get(name).map(|(live, _)| live.load(SeqCst))
+    }
+
     /// `Some(why)` once a running process has ended by itself.
     pub(crate) fn exited(&mut self, name: &str) -> Option<String> {
         if let Some(task) = self.nodes.get(name) {
@@ -1218,6 +1257,9 @@ impl LocalCluster {
         if let Some((_, health)) = &self.balancer {
             health.abort();
         }
+        for (_, (_, task)) in std::mem::take(&mut self.liveness) {
+            task.abort();
+        }
         let mut children: Vec<Child> = std::mem::take(&mut self.children)
             .into_values()
             .chain(std::mem::take(&mut self.stopping).into_values())
@@ -1274,6 +1316,33 @@ async fn ready(client: &kube::Client) -> bool {
         tokio::time::timeout(HEALTH_TIMEOUT, client.request_text(req)).await,
         Ok(Ok(text)) if text.trim() == "ok"
     )
+}
+
+/// kubeadm's liveness probe of kube-apiserver (v1.37): `GET /livez` on the API server's own
+/// address, failed when it does not answer `ok` within 15 s (`timeoutSeconds`). Its period,
+/// failures and grace period are the driver's ([`crate::backoff::LIVENESS`]).
+const LIVEZ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How often each API server's `/livez` is asked: the driver's probe takes the last answer, at
+/// most this old (plus the time the question took).
+const LIVEZ_PERIOD: Duration = Duration::from_secs(1);
+
+/// Ask one API server's `/livez` every [`LIVEZ_PERIOD`] and keep its last answer in `live`
+/// (the connection refused while it is down or starting, an error, no `ok` within
+/// [`LIVEZ_TIMEOUT`]: a failure, as the kubelet's HTTP probe counts them).
+async fn liveness(client: kube::Client, live: Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering::SeqCst;
+    loop {
+        let req = http::Request::get("/livez")
+            .body(Vec::new())
+            .expect("request");
+        let answer = matches!(
+            tokio::time::timeout(LIVEZ_TIMEOUT, client.request_text(req)).await,
+            Ok(Ok(text)) if text.trim() == "ok"
+        );
+        live.store(answer, SeqCst);
+        tokio::time::sleep(LIVEZ_PERIOD).await;
+    }
 }
 
 /// The admin's balancer's health check: every [`HEALTH_PERIOD`], ask each API server whether it

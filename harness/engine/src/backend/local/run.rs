@@ -491,6 +491,11 @@ impl World for LocalWorld {
         self.set_link(from, to, state);
     }
 
+    /// kubeadm's liveness probe of each API server (`/livez`), as its node's kubelet runs it.
+    fn alive(&mut self, name: &str) -> Option<bool> {
+        self.cluster.alive(name)
+    }
+
     /// Asked of each member that runs: etcd's status (`/v3/maintenance/status`) names the raft
     /// leader by member ID. A member that answers without a leader is an election going on (no
     /// leader at the time); when no running member answers at all, nobody could be asked, and
