@@ -1309,11 +1309,16 @@ const HEALTH_PERIOD: Duration = Duration::from_millis(500);
 
 /// Whether the API server behind `client` says it is ready (`GET /readyz`).
 async fn ready(client: &kube::Client) -> bool {
-    let req = http::Request::get("/readyz")
-        .body(Vec::new())
-        .expect("request");
+    answers_ok(client, "/readyz", HEALTH_TIMEOUT).await
+}
+
+/// Whether the API server behind `client` answers `GET PATH` (a health endpoint) with `ok`
+/// within `timeout`: the connection refused, an error or no answer in time is a no, as the
+/// kubelet's HTTP probes count them.
+async fn answers_ok(client: &kube::Client, path: &str, timeout: Duration) -> bool {
+    let req = http::Request::get(path).body(Vec::new()).expect("request");
     matches!(
-        tokio::time::timeout(HEALTH_TIMEOUT, client.request_text(req)).await,
+        tokio::time::timeout(timeout, client.request_text(req)).await,
         Ok(Ok(text)) if text.trim() == "ok"
     )
 }
@@ -1328,19 +1333,11 @@ const LIVEZ_TIMEOUT: Duration = Duration::from_secs(15);
 const LIVEZ_PERIOD: Duration = Duration::from_secs(1);
 
 /// Ask one API server's `/livez` every [`LIVEZ_PERIOD`] and keep its last answer in `live`
-/// (the connection refused while it is down or starting, an error, no `ok` within
-/// [`LIVEZ_TIMEOUT`]: a failure, as the kubelet's HTTP probe counts them).
+/// (the connection refused while it is down or starting: a failure).
 async fn liveness(client: kube::Client, live: Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::Ordering::SeqCst;
     loop {
-        let req = http::Request::get("/livez")
-            .body(Vec::new())
-            .expect("request");
-        let answer = matches!(
-            tokio::time::timeout(LIVEZ_TIMEOUT, client.request_text(req)).await,
-            Ok(Ok(text)) if text.trim() == "ok"
-        );
-        live.store(answer, SeqCst);
+        live.store(answers_ok(&client, "/livez", LIVEZ_TIMEOUT).await, SeqCst);
         tokio::time::sleep(LIVEZ_PERIOD).await;
     }
 }
