@@ -571,14 +571,20 @@ fn the_observer_says_when_it_loses_the_api_server_and_misses_nothing() {
 /// 5s to 10s), with etcd's past of them `compacted` or not: the holders the observer recorded,
 /// and what it said of the API server and its watch (without the parenthesised detail).
 fn observed_through_a_restart(writes: &[&str], compacted: bool) -> (Vec<String>, Vec<String>) {
-    use kubechaos_engine::backend::sim::store::LEASES;
+    use kubechaos_engine::backend::sim::store::{Writer, LEASES};
     use kubechaos_engine::observer::Observer;
     let (mut sim, recorder, _, store) = sim_with_api_server();
     let lease = |holder: &str| serde_json::json!({"metadata": {"name": "l", "namespace": "default"}, "spec": {"holderIdentity": holder}});
     store
         .lock()
         .unwrap()
-        .create(&LEASES, "default", lease("a"), "2026-01-01T00:00:00Z")
+        .create(
+            &LEASES,
+            "default",
+            lease("a"),
+            "2026-01-01T00:00:00Z",
+            &Writer::new("test", epoch()),
+        )
         .unwrap();
     let observer_recorder = recorder.clone();
     let (_commands, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -608,7 +614,14 @@ fn observed_through_a_restart(writes: &[&str], compacted: bool) -> (Vec<String>,
             let mut changed = store.get(&LEASES, "default", "l").cloned().unwrap();
             changed["spec"]["holderIdentity"] = serde_json::json!(holder);
             store
-                .update(&LEASES, "default", "l", changed, false)
+                .update(
+                    &LEASES,
+                    "default",
+                    "l",
+                    changed,
+                    false,
+                    &Writer::new("test", epoch()),
+                )
                 .unwrap();
         }
         if compacted {

@@ -268,8 +268,10 @@ pub enum EventKind {
         /// `renewTime`, counts from here: no other candidate can have seen it before
         /// ([`lease_valid_until`]). It is not when etcd stored the write: an API server cut off
         /// from etcd takes a request in and stores it at the heal, so it bounds nothing of when
-        /// a renewal was stored (`leader-reacquired` counts from when kubechaos read it). Left
-        /// out where nothing tells (the sim's API server).
+        /// a renewal was stored (`leader-reacquired` counts from when kubechaos read it). A
+        /// record whose write was taken in a second after its `renewTime`'s is placed here (the
+        /// event's `t_ms`): the Lease was renewed by nothing before. Left out where nothing
+        /// tells (the sim's API server before it kept `managedFields`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         written_ms: Option<u64>,
     },

@@ -732,6 +732,17 @@ impl Observer {
                 .filter_map(|f| f.time.as_ref())
                 .map(|t| self.since_start_ms(&t.0))
                 .max();
+            // A write the API server took after the second of its `renewTime` (held up on its
+            // way: a cut that healed, a delay) is placed when it was taken: the Lease was not
+            // renewed before that, whatever its holder wrote in it. (Its time, to the second,
+            // may be up to a second before the write.)
+            // (A change of hands is its `acquireTime`, unless this write is the one that made
+            // it: then its `renewTime` is the same, and it too was held up.)
+            let held = matches!((now.1, written_ms), (Some(r), Some(taken)) if taken > r);
+            let written = match written {
+                Some(w) if held && (!changed_hands || Some(w) >= now.1) => written_ms,
+                w => w,
+            };
             let e = EventKind::LeaseObserved {
                 lease: key.clone(),
                 holder: now.0.clone(),

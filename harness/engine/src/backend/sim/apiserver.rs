@@ -2,7 +2,9 @@
 //! turmoil TCP. Leases, pods (with `binding` and `status`), nodes (with `status`), deployments
 //! and replicasets: get, list (label and field selectors; at an exact past resourceVersion, as
 //! etcd keeps it), watch (from a resourceVersion; 410 Gone when it is too old), create, update (409 on a stale resourceVersion), delete. Errors are
-//! `Status` objects, as upstream sends them.
+//! `Status` objects, as upstream sends them. Each write keeps its writer's `managedFields` entry
+//! with the time it was taken, to the second, as kube-apiserver's field manager does: a renewal
+//! held up on its way is taken after its `renewTime`, and the observer places it then.
 //!
 //! A watch answers as soon as it has changes to report (and after [`WATCH_MAX`] without): the
 //! simulated network carries every exchange whole within its client's 5s timeout. The watcher
@@ -40,7 +42,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use super::net::{API_HOST, API_PORT, USER_HEADER};
-use super::store::{labels, Resource, Store, StoreError, RESOURCES};
+use super::store::{labels, Resource, Store, StoreError, Writer, RESOURCES};
 use crate::backend::api_errors;
 use crate::backend::driver::ETCD;
 use crate::backend::link::LinkState;
@@ -450,7 +452,13 @@ impl ApiServer {
         {
             return self.watch(&path, &query).await;
         }
-        let response = self.route(&parts.method, &path, &query, &body);
+        let user = parts
+            .headers
+            .get(USER_HEADER)
+            .and_then(|u| u.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let response = self.route(&parts.method, &path, &query, &body, &user);
         if parts.method != Method::GET && response.status().is_success() {
             self.changed.notify_waiters();
         }
@@ -536,6 +544,7 @@ impl ApiServer {
         path: &str,
         query: &str,
         body: &[u8],
+        user: &str,
     ) -> Response<Full<Bytes>> {
         let Some((r, ns, name, sub)) = parse_path(path) else {
             return status(
@@ -561,9 +570,9 @@ impl ApiServer {
                     .ok_or_else(|| StoreError::NotFound(format!("{} \"{n}\" not found", r.plural))),
                 (&Method::POST, None, None) => match parse_body() {
                     Ok(obj) => {
-                        let now = self.clock.wall().to_string();
+                        let now = self.clock.wall();
                         store
-                            .create(r, ns_str, obj, &now)
+                            .create(r, ns_str, obj, &now.to_string(), &Writer::new(user, now))
                             .map(|o| (StatusCode::CREATED, o))
                     }
                     Err(e) => Err(StoreError::BadRequest(e)),
@@ -583,7 +592,14 @@ impl ApiServer {
                 }
                 (&Method::PUT, Some(n), None | Some("status")) => match parse_body() {
                     Ok(obj) => store
-                        .update(r, ns_str, n, obj, sub.is_some())
+                        .update(
+                            r,
+                            ns_str,
+                            n,
+                            obj,
+                            sub.is_some(),
+                            &Writer::new(user, self.clock.wall()),
+                        )
                         .map(|o| (StatusCode::OK, o)),
                     Err(e) => Err(StoreError::BadRequest(e)),
                 },

@@ -106,6 +106,56 @@ pub(crate) struct Change {
 /// Gone), as etcd's compaction makes it upstream, and the watcher must list again.
 pub(crate) const CHANGE_WINDOW: usize = 10_000;
 
+/// Who writes an object, and when: kube-apiserver's `managedFields` entry for a write, whose
+/// `time` (to the second) is when the API server took it. A renewal held up on its way (a cut,
+/// a delay) reaches it after the `renewTime` its client wrote, and the observer places it then.
+pub struct Writer {
+    manager: String,
+    time: String,
+}
+
+impl Writer {
+    /// A write by the client that authenticates as `user`, taken at `now`.
+    pub fn new(user: &str, now: k8s_openapi::jiff::Timestamp) -> Writer {
+        let time = k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+            .unwrap_or(now)
+            .to_string();
+        Writer {
+            manager: user.to_owned(),
+            time,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn test() -> Writer {
+        Writer {
+            manager: "test".to_owned(),
+            time: "2026-01-01T00:00:00Z".to_owned(),
+        }
+    }
+
+    /// Set `obj`'s `managedFields`: the entries of the other managers in `before` (the object's
+    /// as stored), and this one's, as upstream keeps one entry per manager and operation.
+    fn stamp(&self, r: &Resource, obj: &mut Value, before: Option<&Value>) {
+        let mut entries: Vec<Value> = before
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.get("manager").and_then(Value::as_str) != Some(&self.manager))
+            .cloned()
+            .collect();
+        entries.push(json!({
+            "manager": self.manager,
+            "operation": "Update",
+            "apiVersion": r.api_version,
+            "time": self.time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {},
+        }));
+        obj["metadata"]["managedFields"] = Value::Array(entries);
+    }
+}
+
 /// Objects by (plural, namespace, name), with a global resourceVersion counter and the recent
 /// changes (for watches).
 #[derive(Debug, Default)]
@@ -257,13 +307,14 @@ impl Store {
             .collect())
     }
 
-    /// Create. `now` is the RFC 3339 creation timestamp.
+    /// Create. `now` is the RFC 3339 creation timestamp; `by` who writes it, and when.
     pub fn create(
         &mut self,
         r: &Resource,
         ns: &str,
         mut obj: Value,
         now: &str,
+        by: &Writer,
     ) -> Result<Value, StoreError> {
         if !obj.is_object() {
             return Err(StoreError::BadRequest("body is not a JSON object".into()));
@@ -312,6 +363,7 @@ impl Store {
         if r.plural == "pods" && obj.pointer("/status/phase").is_none() {
             obj["status"] = json!({"phase": "Pending"});
         }
+        by.stamp(r, &mut obj, None);
         self.bump(&mut obj);
         self.log(r, "ADDED", &obj);
         self.objects.insert(key, obj.clone());
@@ -319,6 +371,7 @@ impl Store {
     }
 
     /// Update (PUT). `status_only`: the status subresource. A given resourceVersion must match.
+    /// `by`: who writes it, and when.
     pub fn update(
         &mut self,
         r: &Resource,
@@ -326,6 +379,7 @@ impl Store {
         name: &str,
         mut obj: Value,
         status_only: bool,
+        by: &Writer,
     ) -> Result<Value, StoreError> {
         let key = key(r, ns, name);
         let Some(old) = self.objects.get(&key) else {
@@ -364,6 +418,7 @@ impl Store {
             }
             obj
         };
+        by.stamp(r, &mut new, old["metadata"].get("managedFields"));
         self.bump(&mut new);
         self.log(r, "MODIFIED", &new);
         self.objects.insert(key, new.clone());
@@ -459,15 +514,17 @@ mod tests {
                 "ns",
                 json!({"metadata": {"name": "l"}, "spec": {}}),
                 "t",
+                &Writer::test(),
             )
             .unwrap();
         let mut a = created.clone();
         a["spec"]["holderIdentity"] = json!("a");
-        s.update(&LEASES, "ns", "l", a, false).unwrap();
+        s.update(&LEASES, "ns", "l", a, false, &Writer::test())
+            .unwrap();
         let mut b = created;
         b["spec"]["holderIdentity"] = json!("b");
         assert!(matches!(
-            s.update(&LEASES, "ns", "l", b, false),
+            s.update(&LEASES, "ns", "l", b, false, &Writer::test()),
             Err(StoreError::Conflict(_))
         ));
     }
@@ -476,9 +533,10 @@ mod tests {
     fn watchers_see_changes_after_a_revision_until_they_are_compacted() {
         let mut s = Store::default();
         let l = json!({"metadata": {"name": "l"}, "spec": {}});
-        let created = s.create(&LEASES, "ns", l, "t").unwrap();
+        let created = s.create(&LEASES, "ns", l, "t", &Writer::test()).unwrap();
         let after_create = s.revision();
-        s.update(&LEASES, "ns", "l", created, false).unwrap();
+        s.update(&LEASES, "ns", "l", created, false, &Writer::test())
+            .unwrap();
         s.delete(&LEASES, "ns", "l", None, "2026-01-01T00:00:00Z")
             .unwrap();
         let kinds = |from| -> Vec<&str> {
@@ -497,7 +555,7 @@ mod tests {
             .is_empty());
         for i in 0..CHANGE_WINDOW {
             let n = json!({"metadata": {"name": format!("n{i}")}});
-            s.create(&NODES, "", n, "t").unwrap();
+            s.create(&NODES, "", n, "t", &Writer::test()).unwrap();
         }
         assert_eq!(
             s.changes_since(&LEASES, None, after_create).unwrap_err(),
@@ -513,11 +571,12 @@ mod tests {
         let r = &LEASES;
         let mut s = Store::default();
         let lease = |holder: &str| json!({"metadata": {"name": "lock", "namespace": "ns"}, "spec": {"holderIdentity": holder}});
-        let a = s.create(r, "ns", lease("a"), "t").unwrap();
+        let a = s.create(r, "ns", lease("a"), "t", &Writer::test()).unwrap();
         let created = s.revision();
         let mut b = a.clone();
         b["spec"]["holderIdentity"] = json!("b");
-        s.update(r, "ns", "lock", b, false).unwrap();
+        s.update(r, "ns", "lock", b, false, &Writer::test())
+            .unwrap();
         let holders = |at: u64| -> Vec<String> {
             s.list_at(r, Some("ns"), at)
                 .unwrap()
@@ -544,6 +603,7 @@ mod tests {
             "ns",
             json!({"metadata": {"name": "p"}, "spec": {}}),
             "t",
+            &Writer::test(),
         )
         .unwrap();
         s.bind("ns", "p", "node-0").unwrap();
@@ -567,11 +627,14 @@ mod tests {
                 "ns",
                 json!({"metadata": {"name": "p"}, "spec": {}}),
                 "t",
+                &Writer::test(),
             )
             .unwrap();
         let mut changed = p.clone();
         changed["status"]["phase"] = json!("Running");
-        let after = s.update(pods, "ns", "p", changed, false).unwrap();
+        let after = s
+            .update(pods, "ns", "p", changed, false, &Writer::test())
+            .unwrap();
         assert_eq!(after["status"]["phase"], "Pending");
     }
 }
