@@ -5,11 +5,11 @@
 //! As Kubernetes runs its `[Disruptive]` e2e tests (`[Serial]`) and cluster-api its e2e on one
 //! bootstrap cluster, each lane of the tier is one cluster (one control-plane node, two workers)
 //! made by `ci/real-tier` and named to each test in `KUBECHAOS_KIND_CLUSTER` (its kubeconfig in
-//! `KUBECONFIG`); the tests of a lane play on its cluster one after another (one lane beside
-//! the local lane by default, `KUBECHAOS_KIND_LANES` more, and one more once the local lane is
-//! done). Each test first starts the cluster's kubelets afresh and checks that the cluster is
-//! as a fresh one (nothing in its nodes, every node Ready), and after its plays that they left
-//! the cluster as they found it: the cleanup of every fault is tested on every play.
+//! `KUBECONFIG`); the tests of a lane play on its cluster one after another (one lane by
+//! default, `KUBECHAOS_KIND_LANES` more). Each test first starts the cluster's kubelets afresh
+//! and checks that the cluster is as a fresh one (nothing in its nodes, every node Ready), and
+//! after its plays that they left the cluster as they found it: the cleanup of every fault is
+//! tested on every play.
 //! A test run alone (`cargo test --test kind -- --ignored NAME`) makes a cluster of its own and
 //! deletes it, even when it fails. If a cluster cannot be made, the test fails and says why.
 
