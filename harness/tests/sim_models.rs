@@ -582,7 +582,6 @@ fn observed_through_a_restart(writes: &[&str], compacted: bool) -> (Vec<String>,
             &LEASES,
             "default",
             lease("a"),
-            "2026-01-01T00:00:00Z",
             &Writer::new("test", epoch()),
         )
         .unwrap();

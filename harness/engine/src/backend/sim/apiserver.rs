@@ -55,6 +55,16 @@ use kubechaos_core::scenario::ApiErrors;
 /// on a real kind node (v1.37.2) started while cut off from its etcd, 20 s after its start.
 pub(crate) const STORAGE_START: Duration = Duration::from_secs(20);
 
+/// The user a request's client authenticates as ([`USER_HEADER`]; empty when it says none).
+fn user_of(parts: &http::request::Parts) -> String {
+    parts
+        .headers
+        .get(USER_HEADER)
+        .and_then(|u| u.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// What a kube-apiserver that could not reach etcd at its start says as it exits.
 pub(crate) const STORAGE_START_FAILED: &str = "exited: status 1: error creating storage factory: etcd grpc connection not ready: context deadline exceeded";
 
@@ -353,12 +363,7 @@ impl ApiServer {
             Some(sub) => format!("{}/{sub}", r.plural),
             None => r.plural.to_owned(),
         };
-        let user = parts
-            .headers
-            .get(USER_HEADER)
-            .and_then(|u| u.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let user = user_of(parts);
         let req = api_errors::Request {
             verb,
             resource: &resource,
@@ -452,12 +457,7 @@ impl ApiServer {
         {
             return self.watch(&path, &query).await;
         }
-        let user = parts
-            .headers
-            .get(USER_HEADER)
-            .and_then(|u| u.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let user = user_of(&parts);
         let response = self.route(&parts.method, &path, &query, &body, &user);
         if parts.method != Method::GET && response.status().is_success() {
             self.changed.notify_waiters();
@@ -569,12 +569,9 @@ impl ApiServer {
                     .map(|o| (StatusCode::OK, o))
                     .ok_or_else(|| StoreError::NotFound(format!("{} \"{n}\" not found", r.plural))),
                 (&Method::POST, None, None) => match parse_body() {
-                    Ok(obj) => {
-                        let now = self.clock.wall();
-                        store
-                            .create(r, ns_str, obj, &now.to_string(), &Writer::new(user, now))
-                            .map(|o| (StatusCode::CREATED, o))
-                    }
+                    Ok(obj) => store
+                        .create(r, ns_str, obj, &Writer::new(user, self.clock.wall()))
+                        .map(|o| (StatusCode::CREATED, o)),
                     Err(e) => Err(StoreError::BadRequest(e)),
                 },
                 (&Method::POST, Some(n), Some("binding")) if r.plural == "pods" => {

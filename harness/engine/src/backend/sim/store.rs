@@ -111,27 +111,21 @@ pub(crate) const CHANGE_WINDOW: usize = 10_000;
 /// a delay) reaches it after the `renewTime` its client wrote, and the observer places it then.
 pub struct Writer {
     manager: String,
-    time: String,
+    at: k8s_openapi::jiff::Timestamp,
 }
 
 impl Writer {
     /// A write by the client that authenticates as `user`, taken at `now`.
     pub fn new(user: &str, now: k8s_openapi::jiff::Timestamp) -> Writer {
-        let time = k8s_openapi::jiff::Timestamp::from_second(now.as_second())
-            .unwrap_or(now)
-            .to_string();
         Writer {
             manager: user.to_owned(),
-            time,
+            at: now,
         }
     }
 
     #[cfg(test)]
     pub(crate) fn test() -> Writer {
-        Writer {
-            manager: "test".to_owned(),
-            time: "2026-01-01T00:00:00Z".to_owned(),
-        }
+        Writer::new("test", "2026-01-01T00:00:00Z".parse().expect("a timestamp"))
     }
 
     /// Set `obj`'s `managedFields`: the entries of the other managers in `before` (the object's
@@ -144,11 +138,15 @@ impl Writer {
             .filter(|e| e.get("manager").and_then(Value::as_str) != Some(&self.manager))
             .cloned()
             .collect();
+        // (to the second, as upstream keeps it)
+        let time = k8s_openapi::jiff::Timestamp::from_second(self.at.as_second())
+            .unwrap_or(self.at)
+            .to_string();
         entries.push(json!({
             "manager": self.manager,
             "operation": "Update",
             "apiVersion": r.api_version,
-            "time": self.time,
+            "time": time,
             "fieldsType": "FieldsV1",
             "fieldsV1": {},
         }));
@@ -307,13 +305,12 @@ impl Store {
             .collect())
     }
 
-    /// Create. `now` is the RFC 3339 creation timestamp; `by` who writes it, and when.
+    /// Create: `by` who writes it, and when (its `creationTimestamp`).
     pub fn create(
         &mut self,
         r: &Resource,
         ns: &str,
         mut obj: Value,
-        now: &str,
         by: &Writer,
     ) -> Result<Value, StoreError> {
         if !obj.is_object() {
@@ -359,7 +356,7 @@ impl Store {
             obj["metadata"]["namespace"] = json!(ns);
         }
         obj["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", self.uid));
-        obj["metadata"]["creationTimestamp"] = json!(now);
+        obj["metadata"]["creationTimestamp"] = json!(by.at.to_string());
         if r.plural == "pods" && obj.pointer("/status/phase").is_none() {
             obj["status"] = json!({"phase": "Pending"});
         }
@@ -513,7 +510,6 @@ mod tests {
                 &LEASES,
                 "ns",
                 json!({"metadata": {"name": "l"}, "spec": {}}),
-                "t",
                 &Writer::test(),
             )
             .unwrap();
@@ -533,7 +529,7 @@ mod tests {
     fn watchers_see_changes_after_a_revision_until_they_are_compacted() {
         let mut s = Store::default();
         let l = json!({"metadata": {"name": "l"}, "spec": {}});
-        let created = s.create(&LEASES, "ns", l, "t", &Writer::test()).unwrap();
+        let created = s.create(&LEASES, "ns", l, &Writer::test()).unwrap();
         let after_create = s.revision();
         s.update(&LEASES, "ns", "l", created, false, &Writer::test())
             .unwrap();
@@ -555,7 +551,7 @@ mod tests {
             .is_empty());
         for i in 0..CHANGE_WINDOW {
             let n = json!({"metadata": {"name": format!("n{i}")}});
-            s.create(&NODES, "", n, "t", &Writer::test()).unwrap();
+            s.create(&NODES, "", n, &Writer::test()).unwrap();
         }
         assert_eq!(
             s.changes_since(&LEASES, None, after_create).unwrap_err(),
@@ -571,7 +567,7 @@ mod tests {
         let r = &LEASES;
         let mut s = Store::default();
         let lease = |holder: &str| json!({"metadata": {"name": "lock", "namespace": "ns"}, "spec": {"holderIdentity": holder}});
-        let a = s.create(r, "ns", lease("a"), "t", &Writer::test()).unwrap();
+        let a = s.create(r, "ns", lease("a"), &Writer::test()).unwrap();
         let created = s.revision();
         let mut b = a.clone();
         b["spec"]["holderIdentity"] = json!("b");
@@ -602,7 +598,6 @@ mod tests {
             &PODS,
             "ns",
             json!({"metadata": {"name": "p"}, "spec": {}}),
-            "t",
             &Writer::test(),
         )
         .unwrap();
@@ -626,7 +621,6 @@ mod tests {
                 pods,
                 "ns",
                 json!({"metadata": {"name": "p"}, "spec": {}}),
-                "t",
                 &Writer::test(),
             )
             .unwrap();
