@@ -50,15 +50,40 @@ pub(crate) trait WorldClock {
     }
 }
 
+/// Whether a stopped process stays down until `start`, and how. Worlds without a kubelet of
+/// their own keep both held kinds down the same way (nothing starts the process again); on an
+/// existing cluster they differ as a static pod's way down does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Not held: the supervisor (or the cluster's kubelet) starts it again after its back-off
+    /// (`kill`).
+    No,
+    /// Its pod is taken away until `start` (`stop`, `remove`): the kubelet stops the pod and
+    /// forgets it, as when an operator moves a static pod's manifest out.
+    Pod,
+    /// Its pod stays, and its process dies each time it starts, until `start` (`crash` with a
+    /// `for:`): a crash that lasts. Once it ends, the kubelet starts the process again after
+    /// the crash-loop back-off it has reached, as it does for any process that kept crashing.
+    Crashing,
+}
+
+impl Hold {
+    /// Whether the process stays down until `start`.
+    pub(crate) fn held(self) -> bool {
+        self != Hold::No
+    }
+}
+
 /// The primitive operations of a world (the turmoil simulation, processes on this machine, …),
 /// and its clock.
 pub(crate) trait World {
     /// Its time.
     fn clock(&mut self) -> &mut dyn WorldClock;
-    /// Stop a process: `graceful` (SIGTERM) or not (SIGKILL). `hold`: it stays down until
-    /// `start`; otherwise the driver's supervisor starts it after the back-off. A world with a
-    /// kubelet of its own (an existing cluster) uses `hold` to keep kubelet from restarting it.
-    fn stop(&mut self, name: &str, graceful: bool, hold: bool);
+    /// Stop a process: `graceful` (SIGTERM) or not (SIGKILL). `hold`: whether it stays down
+    /// until `start`, and how a world with a kubelet of its own (an existing cluster) keeps its
+    /// kubelet from starting it again; with [`Hold::No`] the driver's supervisor starts it after
+    /// the back-off.
+    fn stop(&mut self, name: &str, graceful: bool, hold: Hold);
     /// Start a process that is not running.
     fn start(&mut self, name: &str);
     /// `Some` once a process the driver believes running has ended by itself.
@@ -258,7 +283,7 @@ impl<W: World> Driver<W> {
         let probe = self.procs[name].probe;
         if let Some(at) = probe.kill_at {
             if now >= at {
-                self.world.stop(name, false, false);
+                self.world.stop(name, false, Hold::No);
                 self.recorder.record(EventKind::ProcessExited {
                     process: name.to_owned(),
                     reason: format!(
@@ -310,12 +335,12 @@ impl<W: World> Driver<W> {
         name: &str,
         reason: &str,
         graceful: bool,
-        hold: bool,
+        hold: Hold,
         now: Duration,
     ) -> bool {
         let p = self.procs.get_mut(name).expect("known process");
         if p.state != State::Running {
-            if hold {
+            if hold.held() {
                 p.state = State::Down(None);
             }
             return false;
@@ -325,7 +350,7 @@ impl<W: World> Driver<W> {
             process: name.to_owned(),
             reason: reason.to_owned(),
         });
-        if hold {
+        if hold.held() {
             p.state = State::Down(None);
         } else {
             self.schedule_restart(name, now);
@@ -517,11 +542,11 @@ impl<W: World> Driver<W> {
                 };
                 for name in &names {
                     let done = match op {
-                        ProcessOp::Stop => self.stop(name, "stopped", true, true, now),
-                        ProcessOp::Crash => self.stop(name, "crashed", false, true, now),
+                        ProcessOp::Stop => self.stop(name, "stopped", true, Hold::Pod, now),
+                        ProcessOp::Crash => self.stop(name, "crashed", false, Hold::Crashing, now),
                         ProcessOp::Start => self.start(name, now),
                         ProcessOp::Restart => {
-                            self.stop(name, "stopped (restart)", true, true, now);
+                            self.stop(name, "stopped (restart)", true, Hold::Pod, now);
                             self.start(name, now)
                         }
                     };
@@ -547,10 +572,13 @@ impl<W: World> Driver<W> {
                 self.pods(s, &group, sel, &lease, op)
             }
             Action::Kill(t) | Action::Remove(t) => {
-                let hold = matches!(action, Action::Remove(_));
+                let (reason, hold) = match action {
+                    Action::Remove(_) => ("removed", Hold::Pod),
+                    _ => ("killed", Hold::No),
+                };
                 let names = self.resolve(s, t);
                 for n in &names {
-                    if self.stop(n, if hold { "removed" } else { "killed" }, false, hold, now) {
+                    if self.stop(n, reason, false, hold, now) {
                         touched.push(n.clone());
                     }
                 }
@@ -817,9 +845,9 @@ mod tests {
         fn clock(&mut self) -> &mut dyn WorldClock {
             self
         }
-        fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+        fn stop(&mut self, name: &str, graceful: bool, hold: Hold) {
             self.calls
-                .push(format!("stop {name} graceful={graceful} hold={hold}"));
+                .push(format!("stop {name} graceful={graceful} hold={hold:?}"));
         }
         fn start(&mut self, name: &str) {
             self.calls.push(format!("start {name}"));
@@ -951,7 +979,7 @@ mod tests {
         play(&mut d, &s, Duration::from_millis(1_900));
         assert_eq!(
             d.world.calls,
-            ["stop kube-scheduler-1 graceful=false hold=false"],
+            ["stop kube-scheduler-1 graceful=false hold=No"],
             "not restarted before the kubelet's relist sees the exit"
         );
         d.supervise(Duration::from_secs(2));
@@ -1009,7 +1037,7 @@ mod tests {
         step(&mut d, 40_100, 149_900);
         assert!(d.world.calls.is_empty(), "{:?}", d.world.calls);
         step(&mut d, 150_000, 150_900);
-        assert_eq!(d.world.calls, ["stop api-server graceful=false hold=false"]);
+        assert_eq!(d.world.calls, ["stop api-server graceful=false hold=No"]);
         step(&mut d, 151_000, 151_000);
         assert_eq!(d.world.calls.last().unwrap(), "start api-server");
         // The kill set no back-off: its first exit after it is started again at once.
@@ -1050,7 +1078,7 @@ mod tests {
         let mut p = play(&mut d, &s, Duration::from_secs(20));
         assert_eq!(
             d.world.calls,
-            ["stop kube-scheduler-0 graceful=false hold=true"],
+            ["stop kube-scheduler-0 graceful=false hold=Pod"],
             "held down: no restart after the back-off"
         );
         // The leader changed meanwhile; `for:` still undoes what the step resolved to.
@@ -1059,7 +1087,7 @@ mod tests {
         assert_eq!(
             d.world.calls,
             [
-                "stop kube-scheduler-0 graceful=false hold=true",
+                "stop kube-scheduler-0 graceful=false hold=Pod",
                 "start kube-scheduler-0"
             ]
         );
@@ -1095,9 +1123,9 @@ mod tests {
         assert_eq!(
             d.world.calls,
             [
-                "stop api-server graceful=true hold=true",
+                "stop api-server graceful=true hold=Pod",
                 "start api-server",
-                "stop etcd graceful=false hold=true",
+                "stop etcd graceful=false hold=Crashing",
                 "start etcd"
             ]
         );

@@ -20,6 +20,7 @@ use super::error::DockerError;
 
 use super::pod_agents::PodPlace;
 use super::provider::Provider;
+use crate::backend::driver::Hold;
 use kubechaos_core::scenario::Component;
 
 /// Where kubelet reads static pod manifests (kubeadm, kind).
@@ -53,6 +54,9 @@ pub(crate) struct NodeMachine {
 enum Change {
     /// A static pod's manifest moved out of kubelet's sight.
     Held { node: String, pod: &'static str },
+    /// A static pod's container killed each time its kubelet starts it, by a loop in the node
+    /// container that ends once [`crash_ends`]'s file is there.
+    Crashing { node: String, pod: &'static str },
     /// An iptables rule in a node container (the arguments after `-I`/`-D`).
     Rule { node: String, rule: Vec<String> },
     /// A node container paused.
@@ -266,9 +270,9 @@ impl Machines {
                     }
                 }
                 Err(_)
-                    if self.ledger.contains(&Change::Held {
-                        node: n.name.clone(),
-                        pod: Service::Etcd.pod(),
+                    if self.ledger.iter().any(|c| {
+                        matches!(c, Change::Held { node, pod } | Change::Crashing { node, pod }
+                            if *node == n.name && *pod == Service::Etcd.pod())
                     }) => {}
                 Err(e) => failed.push(format!(
                     "reading which etcd member leads: {}",
@@ -402,9 +406,12 @@ impl Machines {
         self.nodes.iter().any(|n| n.name == name)
     }
 
-    /// Stop a process: `graceful` or not; `hold`: it stays down until [`Machines::start`]
-    /// (otherwise kubelet restarts it).
-    pub(crate) fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+    /// Stop a process: `graceful` or not; `hold`: it stays down until [`Machines::start`], its
+    /// pod taken away or its container killed each time it starts (otherwise kubelet restarts
+    /// it).
+    pub(crate) fn stop(&mut self, name: &str, graceful: bool, hold: Hold) {
+        let crashing = hold == Hold::Crashing && !graceful;
+        let hold = hold.held();
         if self.is_node(name) {
             if self.docker(vec![s("pause"), s(name)]) {
                 self.ledger.push(Change::Paused { node: s(name) });
@@ -412,6 +419,23 @@ impl Machines {
             return;
         }
         match self.provider {
+            Provider::Kind if crashing => {
+                for (node, pod) in self.static_pods(name) {
+                    // Its manifest stays (its pod and its mirror pod with it): the kubelet starts
+                    // it again as it would a process that crashed, and the loop kills it each
+                    // time, until [`crash_ends`]. (Held aside, a static pod comes back with the
+                    // same UID and the kubelet starts it again only from its housekeeping, which
+                    // first deletes the orphaned mirror pod: through an API server without etcd
+                    // that waits out a timeout, 34 s on kind, before etcd can come back.)
+                    if self.exec(&node, crash_loop(HELD, pod)) {
+                        self.ledger.push(Change::Crashing {
+                            node: node.clone(),
+                            pod,
+                        });
+                        self.exec(&node, format!("for i in $(seq 40); do left=$({CRICTL} ps -q --state running --name '^{pod}$') && [ -z \"$left\" ] && exit 0; sleep 0.5; done; echo '{pod} still runs 20 s after it was killed' >&2; exit 1"));
+                    }
+                }
+            }
             Provider::Kind => {
                 for (node, pod) in self.static_pods(name) {
                     let mut script = String::new();
@@ -471,7 +495,15 @@ impl Machines {
                 Provider::Kind => self
                     .static_pods(name)
                     .into_iter()
-                    .map(|(node, pod)| Change::Held { node, pod })
+                    .flat_map(|(node, pod)| {
+                        [
+                            Change::Held {
+                                node: node.clone(),
+                                pod,
+                            },
+                            Change::Crashing { node, pod },
+                        ]
+                    })
                     .collect(),
                 _ => self
                     .servers(name)
@@ -692,6 +724,7 @@ impl Machines {
             Change::Held { node, pod } => {
                 self.exec(node, format!("mv {HELD}/{pod}.yaml {MANIFESTS}/{pod}.yaml"))
             }
+            Change::Crashing { node, pod } => self.exec(node, crash_end(HELD, pod)),
             Change::Rule { node, rule } => self.iptables(&node.clone(), "-D", &rule.clone()),
             Change::Paused { node } => self.docker(vec![s("unpause"), node.clone()]),
             Change::Stopped { node } => self.docker(vec![s("start"), node.clone()]),
@@ -704,6 +737,9 @@ impl Machines {
             matches!(
                 c,
                 Change::Held {
+                    pod: "kube-apiserver" | "etcd",
+                    ..
+                } | Change::Crashing {
                     pod: "kube-apiserver" | "etcd",
                     ..
                 } | Change::Stopped { .. }
@@ -719,6 +755,9 @@ impl Machines {
             let what = match &c {
                 Change::Held { node, pod } => {
                     format!("moved {pod}.yaml back into {node}'s {MANIFESTS}")
+                }
+                Change::Crashing { node, pod } => {
+                    format!("stopped killing {pod} in {node} (its kubelet starts it again)")
                 }
                 Change::Rule { node, rule } => {
                     format!("removed the iptables rule `{}` in {node}", rule.join(" "))
@@ -751,8 +790,8 @@ pub(crate) fn describe(
             format!("mv it back into {MANIFESTS} (kubelet starts it)"),
         ),
         ProcessOp::Crash => (
-            format!("in each control-plane node container: mv {MANIFESTS}/{pod}.yaml {HELD}/ and `crictl stop --timeout 0` its container (SIGKILL)"),
-            format!("mv it back into {MANIFESTS}"),
+            "in each control-plane node container: `crictl stop --timeout 0` its container (SIGKILL), and again each time the kubelet starts it (its manifest stays)".to_owned(),
+            "stop killing it (the kubelet starts it after its crash-loop back-off)".to_owned(),
         ),
         ProcessOp::Start => (
             format!("mv {HELD}/{pod}.yaml back into {MANIFESTS} where it was held"),
@@ -828,6 +867,23 @@ const NONE_RUNNING: i32 = 3;
 /// the running containers that `crictl ps FILTER` lists; in a subshell of its own, it fails
 /// when `crictl ps` fails (a listing the runtime did not answer is not "nothing to stop") and
 /// exits [`NONE_RUNNING`] when none runs.
+/// The script that starts, in the background, the loop killing `pod`'s container each time its
+/// kubelet starts it (see [`Change::Crashing`]), until a file `<pod>.crash-ends` is in `dir`;
+/// the loop takes that file away as it ends.
+fn crash_loop(dir: &str, pod: &str) -> String {
+    let ends = format!("{dir}/{pod}.crash-ends");
+    format!(
+        "mkdir -p {dir} && rm -f {ends} && (while [ ! -e {ends} ]; do ids=$({CRICTL} ps -q --state running --name '^{pod}$') && [ -n \"$ids\" ] && {CRICTL} stop --timeout 0 $ids; sleep 0.2; done; rm -f {ends}) >/dev/null 2>&1 &"
+    )
+}
+
+/// The script that ends [`crash_loop`]'s loop: done once the loop has ended (it kills nothing
+/// after this).
+fn crash_end(dir: &str, pod: &str) -> String {
+    let ends = format!("{dir}/{pod}.crash-ends");
+    format!("touch {ends} && for i in $(seq 100); do [ -e {ends} ] || exit 0; sleep 0.2; done; rm -f {ends}; echo 'the loop killing {pod} did not end within 20 s' >&2; exit 1")
+}
+
 fn crictl_stop(filter: &str, grace: u32) -> String {
     format!(
         "(ids=$({CRICTL} ps -q {filter}) || exit 1; [ -n \"$ids\" ] || {{ echo 'no running container matched' >&2; exit {NONE_RUNNING}; }}; {CRICTL} stop --timeout {grace} $ids)"
@@ -894,12 +950,12 @@ mod tests {
                 "chaos-worker"
             ]
         );
-        m.stop("api-server", true, true);
+        m.stop("api-server", true, Hold::Pod);
         assert!(m.api_server_down());
-        m.stop("kube-scheduler-0", false, false);
+        m.stop("kube-scheduler-0", false, Hold::No);
         m.start("api-server");
         assert!(!m.api_server_down());
-        m.stop("kube-controller-manager-0", false, true);
+        m.stop("kube-controller-manager-0", false, Hold::Pod);
         let restored = m.restore();
         assert_eq!(
             calls(&log),
@@ -960,8 +1016,8 @@ mod tests {
             m.processes(),
             ["api-server", "k3d-ci-agent-0", "k3d-ci-server-0"]
         );
-        m.stop("api-server", false, true);
-        m.stop("k3d-ci-agent-0", false, false);
+        m.stop("api-server", false, Hold::Pod);
+        m.stop("k3d-ci-agent-0", false, Hold::No);
         m.start("api-server");
         let restored = m.restore();
         assert_eq!(
@@ -988,7 +1044,7 @@ mod tests {
         std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod");
         let mut m = Machines::new(Provider::Kind, kind_nodes(), Docker::at(&bin));
-        m.stop("chaos-worker", false, true);
+        m.stop("chaos-worker", false, Hold::Pod);
         assert!(m.restore().is_empty());
         assert_eq!(m.errors.len(), 1);
         assert!(
@@ -1179,8 +1235,8 @@ mod tests {
                 "chaos-worker",
             ]
         );
-        m.stop("api-server-1", false, true);
-        m.stop("etcd-2", false, true);
+        m.stop("api-server-1", false, Hold::Pod);
+        m.stop("etcd-2", false, Hold::Pod);
         m.start("api-server-1");
         m.restore();
         let held = |node: &str, pod: &str| {
@@ -1206,7 +1262,7 @@ mod tests {
         // Counted as one (the default), the API server is every node's.
         let (_dir, docker, log) = stand_in();
         let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker);
-        m.stop("api-server", false, false);
+        m.stop("api-server", false, Hold::No);
         assert_eq!(calls(&log).len(), 3);
     }
 
@@ -1293,7 +1349,7 @@ esac"#,
     fn an_etcd_leader_that_cannot_be_read_is_a_failure_not_no_leader() {
         let (_dir, docker, _log) = stand_in_answering("case \"$*\" in *curl*) exit 7 ;; esac");
         let mut m = Machines::new(Provider::Kind, kind_ha_nodes(), docker).counting(3, 3);
-        m.stop("etcd-0", false, true);
+        m.stop("etcd-0", false, Hold::Crashing);
         assert_eq!(m.etcd_leader(), None);
         assert_eq!(m.errors.len(), 2, "{:?}", m.errors);
         assert!(
@@ -1353,5 +1409,62 @@ esac"#,
         let (code, calls) = run("true");
         assert_eq!(code, Some(NONE_RUNNING));
         assert!(!calls.contains(" stop "), "{calls}");
+    }
+
+    /// A crash that lasts, run by a real shell against a `crictl` stand-in: the loop kills the
+    /// container each time it is started again (the kubelet's restart), and once the end script
+    /// returns it kills nothing more (a start after that stays up).
+    #[test]
+    fn a_crash_that_lasts_kills_each_start_until_it_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().display().to_string();
+        let crictl = dir.path().join("crictl");
+        std::fs::write(
+            &crictl,
+            format!("#!/bin/sh\ncase \"$*\" in\n  *\" ps \"*) [ -e {d}/running ] && echo 4f2a ;;\n  *\" stop \"*) rm -f {d}/running; echo killed >> {d}/kills ;;\nesac\nexit 0\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&crictl, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let sh = |script: String| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .env("PATH", format!("{d}:{}", std::env::var("PATH").unwrap()))
+                .status()
+                .unwrap()
+                .code()
+        };
+        let held = format!("{d}/held");
+        let running = dir.path().join("running");
+        let kills = || {
+            std::fs::read_to_string(dir.path().join("kills"))
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        let killed_within = |secs: u64| {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+            while running.exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            !running.exists()
+        };
+        std::fs::write(&running, "").unwrap();
+        assert_eq!(sh(crash_loop(&held, "etcd")), Some(0));
+        assert!(killed_within(10), "the running container was not killed");
+        // The kubelet starts it again: killed again.
+        std::fs::write(&running, "").unwrap();
+        assert!(
+            killed_within(10),
+            "a container started again was not killed"
+        );
+        assert_eq!(kills(), 2);
+        assert_eq!(sh(crash_end(&held, "etcd")), Some(0));
+        assert!(!dir.path().join("held/etcd.crash-ends").exists());
+        std::fs::write(&running, "").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        assert!(running.exists(), "killed after the crash ended");
+        assert_eq!(kills(), 2);
     }
 }

@@ -220,7 +220,7 @@ impl World for KubeWorld {
     fn clock(&mut self) -> &mut dyn WorldClock {
         &mut self.time
     }
-    fn stop(&mut self, name: &str, graceful: bool, hold: bool) {
+    fn stop(&mut self, name: &str, graceful: bool, hold: crate::backend::driver::Hold) {
         if let Some(a) = self.agent(name) {
             a.stop(name, graceful);
             return;

@@ -463,7 +463,7 @@ impl World for LocalWorld {
             .collect()
     }
 
-    fn stop(&mut self, name: &str, graceful: bool, _hold: bool) {
+    fn stop(&mut self, name: &str, graceful: bool, _hold: crate::backend::driver::Hold) {
         let _runtime = self.rt.enter();
         self.cluster.stop(name, graceful);
     }

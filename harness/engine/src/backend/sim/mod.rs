@@ -316,7 +316,7 @@ impl World for SimWorld<'_> {
         self
     }
 
-    fn stop(&mut self, name: &str, _graceful: bool, _hold: bool) {
+    fn stop(&mut self, name: &str, _graceful: bool, _hold: crate::backend::driver::Hold) {
         // turmoil has one way to stop a host; in-flight requests die with it either way.
         self.sim.crash(name);
         self.containers.node_stopped(name);
