@@ -4,6 +4,8 @@
 //! Every change kubechaos makes in a node is its own record there, so nothing has to outlive the
 //! process but the change itself:
 //! - a static pod held down is its manifest moved from [`MANIFESTS`] into [`HELD`] (kind);
+//! - a static pod crashing is a loop in its node that kills its container each time the kubelet
+//!   starts it, whose PID a file in [`HELD`] holds (kind; ended by [`end_crash_loops`]);
 //! - a partition is an iptables rule in a node's filter table with the comment
 //!   [`RULE_COMMENT`];
 //! - a node stopped is its container paused (neither kind nor k3d ever pauses one).
@@ -21,7 +23,7 @@ use kube::discovery::{verbs, Scope};
 
 use super::docker::Docker;
 use super::error::DockerError;
-use super::machine::{HELD, MANIFESTS, RULE_COMMENT};
+use super::machine::{end_crash_loops, HELD, MANIFESTS, RULE_COMMENT};
 use super::Provider;
 
 use crate::manifests::MADE_BY_RUN;
@@ -124,13 +126,14 @@ fn nodes(
     Ok(found)
 }
 
-/// The shell run in each node: held manifests moved back, then every iptables rule with
-/// kubechaos's comment deleted. Each line it prints says one thing it did (`+ `) or could not
+/// The shell run in each node: crash loops ended, held manifests moved back, then every
+/// iptables rule with kubechaos's comment deleted. Each line it prints says one thing it did (`+ `) or could not
 /// undo (`! `): a held manifest whose name kubelet's directory has again is left where it is
 /// (which of the two is the one to keep is for a person to say).
 fn undo_script(static_pods: bool) -> String {
     let mut script = String::new();
     if static_pods {
+        script.push_str(&end_crash_loops(HELD));
         script.push_str(&format!(
             "for f in {HELD}/*.yaml; do [ -e \"$f\" ] || continue; b=${{f##*/}}; \
              if [ -e {MANIFESTS}/$b ]; then echo \"! left {HELD}/$b: {MANIFESTS} has a $b again (compare the two, keep one, delete {HELD}/$b)\"; \

@@ -55,7 +55,7 @@ enum Change {
     /// A static pod's manifest moved out of kubelet's sight.
     Held { node: String, pod: &'static str },
     /// A static pod's container killed each time its kubelet starts it, by a loop in the node
-    /// container that ends once [`crash_ends`]'s file is there.
+    /// container, a loop that ends once [`crash_end`] asks it to (see [`crash_loop`]).
     Crashing { node: String, pod: &'static str },
     /// An iptables rule in a node container (the arguments after `-I`/`-D`).
     Rule { node: String, rule: Vec<String> },
@@ -423,7 +423,7 @@ impl Machines {
                 for (node, pod) in self.static_pods(name) {
                     // Its manifest stays (its pod and its mirror pod with it): the kubelet starts
                     // it again as it would a process that crashed, and the loop kills it each
-                    // time, until [`crash_ends`]. (Held aside, a static pod comes back with the
+                    // time, until [`crash_end`]. (Held aside, a static pod comes back with the
                     // same UID and the kubelet starts it again only from its housekeeping, which
                     // first deletes the orphaned mirror pod: through an API server without etcd
                     // that waits out a timeout, 34 s on kind, before etcd can come back.)
@@ -868,12 +868,15 @@ const NONE_RUNNING: i32 = 3;
 /// when `crictl ps` fails (a listing the runtime did not answer is not "nothing to stop") and
 /// exits [`NONE_RUNNING`] when none runs.
 /// The script that starts, in the background, the loop killing `pod`'s container each time its
-/// kubelet starts it (see [`Change::Crashing`]), until a file `<pod>.crash-ends` is in `dir`;
-/// the loop takes that file away as it ends.
+/// kubelet starts it (see [`Change::Crashing`]), until a file `<pod>.crash-ends` is in `dir`.
+/// While it runs, `<pod>.crashing` in `dir` holds its PID: the loop is its own record in the
+/// node, so that `recover --cleanup` ([`end_crash_loops`]) ends one whose run was killed
+/// outright. The loop takes both files away as it ends.
 fn crash_loop(dir: &str, pod: &str) -> String {
     let ends = format!("{dir}/{pod}.crash-ends");
+    let mark = format!("{dir}/{pod}.crashing");
     format!(
-        "mkdir -p {dir} && rm -f {ends} && (while [ ! -e {ends} ]; do ids=$({CRICTL} ps -q --state running --name '^{pod}$') && [ -n \"$ids\" ] && {CRICTL} stop --timeout 0 $ids; sleep 0.2; done; rm -f {ends}) >/dev/null 2>&1 &"
+        "mkdir -p {dir} && rm -f {ends} && {{ (while [ ! -e {ends} ]; do ids=$({CRICTL} ps -q --state running --name '^{pod}$') && [ -n \"$ids\" ] && {CRICTL} stop --timeout 0 $ids; sleep 0.2; done; rm -f {mark} {ends}) >/dev/null 2>&1 & echo $! > {mark}; }}"
     )
 }
 
@@ -882,6 +885,19 @@ fn crash_loop(dir: &str, pod: &str) -> String {
 fn crash_end(dir: &str, pod: &str) -> String {
     let ends = format!("{dir}/{pod}.crash-ends");
     format!("touch {ends} && for i in $(seq 100); do [ -e {ends} ] || exit 0; sleep 0.2; done; rm -f {ends}; echo 'the loop killing {pod} did not end within 20 s' >&2; exit 1")
+}
+
+/// The script (part of `recover --cleanup`'s, in a node) that ends every [`crash_loop`] left in
+/// `dir` by a run killed outright, each as [`crash_end`] does. A mark whose PID runs no such
+/// loop (the node container was restarted) is removed. Each line it prints says what it did
+/// (`+ `) or could not do (`! `).
+pub(crate) fn end_crash_loops(dir: &str) -> String {
+    format!(
+        "for m in {dir}/*.crashing; do [ -e \"$m\" ] || continue; b=${{m##*/}}; p=${{b%.crashing}}; e={dir}/$p.crash-ends; pid=$(cat \"$m\"); \
+         if [ -n \"$pid\" ] && grep -q crash-ends /proc/$pid/cmdline 2>/dev/null; then touch \"$e\"; i=0; while [ -e \"$e\" ] && [ $i -lt 100 ]; do sleep 0.2; i=$((i+1)); done; \
+         if [ -e \"$e\" ]; then echo \"! the loop killing $p's container (pid $pid) did not end within 20 s (kill $pid, then rm $m)\"; else echo \"+ stopped killing $p's container (its kubelet starts it again)\"; fi; \
+         else rm -f \"$m\" \"$e\"; echo \"+ removed the mark of a loop killing $p that no longer ran\"; fi; done; "
+    )
 }
 
 fn crictl_stop(filter: &str, grace: u32) -> String {
@@ -1453,6 +1469,13 @@ esac"#,
         std::fs::write(&running, "").unwrap();
         assert_eq!(sh(crash_loop(&held, "etcd")), Some(0));
         assert!(killed_within(10), "the running container was not killed");
+        // Its record in the node: the loop's PID.
+        let mark = dir.path().join("held/etcd.crashing");
+        let pid = std::fs::read_to_string(&mark).expect("the loop's mark");
+        assert!(
+            std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "the mark names no running process: {pid:?}"
+        );
         // The kubelet starts it again: killed again.
         std::fs::write(&running, "").unwrap();
         assert!(
@@ -1462,9 +1485,60 @@ esac"#,
         assert_eq!(kills(), 2);
         assert_eq!(sh(crash_end(&held, "etcd")), Some(0));
         assert!(!dir.path().join("held/etcd.crash-ends").exists());
+        assert!(!mark.exists(), "the loop's mark outlived it");
         std::fs::write(&running, "").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(800));
         assert!(running.exists(), "killed after the crash ended");
         assert_eq!(kills(), 2);
+    }
+
+    /// `recover --cleanup`'s part for crash loops, by a real shell against a `crictl` stand-in:
+    /// a loop left running by a run killed outright is ended (a container started after that
+    /// stays up), a mark whose process is gone is removed, and each says so.
+    #[test]
+    fn a_crash_loop_a_killed_run_left_is_ended_by_the_cleanup() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().display().to_string();
+        let crictl = dir.path().join("crictl");
+        std::fs::write(
+            &crictl,
+            format!("#!/bin/sh\ncase \"$*\" in\n  *\" ps \"*) [ -e {d}/running ] && echo 4f2a ;;\n  *\" stop \"*) rm -f {d}/running ;;\nesac\nexit 0\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&crictl, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let sh = |script: String| {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .env("PATH", format!("{d}:{}", std::env::var("PATH").unwrap()))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let held = format!("{d}/held");
+        sh(crash_loop(&held, "etcd"));
+        // A mark left by a loop that no longer runs (its node container was restarted).
+        std::fs::write(format!("{held}/kube-apiserver.crashing"), "999999999\n").unwrap();
+        assert_eq!(
+            sh(end_crash_loops(&held)),
+            "+ stopped killing etcd's container (its kubelet starts it again)\n\
+             + removed the mark of a loop killing kube-apiserver that no longer ran\n"
+        );
+        assert_eq!(
+            std::fs::read_dir(&held).unwrap().count(),
+            0,
+            "a mark or an end file is left"
+        );
+        let running = dir.path().join("running");
+        std::fs::write(&running, "").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        assert!(running.exists(), "killed after the cleanup ended the loop");
+        assert_eq!(
+            sh(end_crash_loops(&held)),
+            "",
+            "run again, it finds nothing"
+        );
     }
 }
