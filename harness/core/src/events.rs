@@ -177,6 +177,7 @@ pub fn fact_text(kind: &EventKind) -> String {
             incarnation,
         } => format!("{process} started (start #{incarnation})"),
         EventKind::ProcessExited { process, .. } => format!("{process} exited"),
+        EventKind::ApiServerServing { process, .. } => format!("{process} served again"),
         EventKind::ProcessNote { process, .. } | EventKind::ReportRejected { process, .. } => {
             format!("a line of {process}")
         }
@@ -237,6 +238,19 @@ pub enum EventKind {
         /// Process name, e.g. `kube-scheduler-1`.
         process: String,
         /// How many times it has started, from 1.
+        incarnation: u32,
+    },
+    /// An API server answered its readiness check (`GET /readyz`, `ok`: it reaches etcd and
+    /// serves) for the first time since it was started, or since an etcd member was started:
+    /// requests are served again. Its time is when the check that first got `ok` was sent (the
+    /// one before it, at most a period earlier, got none). A fault's end that starts an API
+    /// server or etcd again counts from here: a busy machine's slow start is not charged to
+    /// the software under test. A world that records none (the sim, whose API server serves as
+    /// it starts) has the end at the start.
+    ApiServerServing {
+        /// The API server.
+        process: String,
+        /// Its start that answered.
         incarnation: u32,
     },
     /// A process ended.

@@ -69,10 +69,14 @@ pub fn verdict_word(held: bool, cannot_tell: bool) -> &'static str {
 pub(crate) struct Timeline<'a> {
     events: &'a [Event],
     end_ms: u64,
-    /// Moment the last fault ended: the last `fault-applied` event.
+    /// Moment the last fault ended: the last `fault-applied` event, or, for one that starts an
+    /// API server or etcd again, when an API server served again ([`Timeline::back_at`]).
     last_fault_ms: u64,
-    /// Moment each step id was applied, and (as `ID.end`) undone by its `for:`.
+    /// Moment each step id was applied, and (as `ID.end`) undone by its `for:`, as
+    /// `last_fault_ms` counts it.
     step_ms: BTreeMap<String, u64>,
+    /// When an API server answered its readiness check again (`api-server-serving`), in order.
+    serving: Vec<u64>,
     /// How the holder identities of each pod agent's Lease name its pods, by Lease.
     pod_agents: BTreeMap<String, PodNaming>,
 }
@@ -105,11 +109,32 @@ struct PodNaming {
     pods: Vec<String>,
 }
 
+/// Whether a fault step's event (`undo`: its undoing after its `for:`) starts an API server or
+/// an etcd member again.
+fn brings_back(action: &crate::scenario::Action, undo: bool) -> bool {
+    use crate::scenario::{Action, ProcessOp, Target};
+    match action {
+        Action::ApiServer(op) | Action::Etcd(op) => match op {
+            ProcessOp::Stop | ProcessOp::Crash => undo,
+            ProcessOp::Start | ProcessOp::Restart => true,
+        },
+        Action::Remove(Target::ApiServer(_) | Target::Etcd(_)) => undo,
+        Action::Start(Target::ApiServer(_) | Target::Etcd(_)) => true,
+        _ => false,
+    }
+}
+
 impl<'a> Timeline<'a> {
     fn new(events: &'a [Event]) -> Self {
         let mut last_fault_ms = 0;
         let mut step_ms = BTreeMap::new();
         let mut end_ms = 0;
+        let mut serving: Vec<u64> = events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::ApiServerServing { .. }))
+            .map(|e| e.t_ms)
+            .collect();
+        serving.sort_unstable();
         for e in events {
             end_ms = end_ms.max(e.t_ms);
             if let EventKind::FaultApplied { id, undo, .. } = &e.kind {
@@ -129,8 +154,58 @@ impl<'a> Timeline<'a> {
             end_ms,
             last_fault_ms,
             step_ms,
+            serving,
             pod_agents: BTreeMap::new(),
         }
+    }
+
+    /// When the start of an API server or etcd at `t` had the API served again: the first
+    /// `api-server-serving` at or after `t` (`None`: none came in the run). A world that records
+    /// none at all (the sim, whose API server serves as it starts) has it at `t`.
+    fn back_at(&self, t: u64) -> Option<u64> {
+        if self.serving.is_empty() {
+            return Some(t);
+        }
+        self.serving.iter().copied().find(|&s| s >= t)
+    }
+
+    /// The ends of the fault steps that start an API server or etcd again counted from when the
+    /// API server served again, not from when the process was started: a fault ends once
+    /// everything it stopped is back, and an API server that is slow to start on a busy
+    /// machine is the machine's, not the software under test's. One that never served again is
+    /// counted at its start (the verdict's explanation says it held candidates back).
+    fn with_fault_ends(mut self, s: &Scenario) -> Self {
+        let mut last = self.last_fault_ms;
+        let mut ends = Vec::new();
+        for e in self.events {
+            let EventKind::FaultApplied { step, id, undo, .. } = &e.kind else {
+                continue;
+            };
+            let Some(f) = s.faults.get(*step) else {
+                continue;
+            };
+            if !brings_back(&f.action, *undo) {
+                continue;
+            }
+            let back = self.back_at(e.t_ms).unwrap_or(e.t_ms);
+            last = last.max(back);
+            if let Some(id) = id {
+                let key = if *undo {
+                    format!("{id}{}", crate::scenario::END_SUFFIX)
+                } else {
+                    id.clone()
+                };
+                ends.push((key, e.t_ms, back));
+            }
+        }
+        for (key, at, back) in ends {
+            // The first application of the key is its anchor (as [`Timeline::new`] takes it).
+            if self.step_ms.get(&key) == Some(&at) {
+                self.step_ms.insert(key, back);
+            }
+        }
+        self.last_fault_ms = last;
+        self
     }
 
     /// With what the scenario says of its pod agents' identities.
@@ -299,7 +374,8 @@ impl<'a> Timeline<'a> {
     /// them, each with the processes it acts on (`None`: every client) and when it ended (`None`:
     /// still in effect at `t`): partitions, delays and losses (on the links they were applied
     /// to; between API servers and etcd, every client) until undone or healed, API errors until
-    /// undone, and API servers or etcd members stopped or removed until started again.
+    /// undone, and API servers or etcd members stopped or removed until started again and the
+    /// API served again ([`Timeline::back_at`]).
     fn hindrances(&self, s: &Scenario, t: u64) -> Vec<Hindrance> {
         use crate::scenario::{Action, ProcessOp, Target};
         let mut all: Vec<Hindrance> = Vec::new();
@@ -315,10 +391,17 @@ impl<'a> Timeline<'a> {
             let Some(f) = s.faults.get(*step) else {
                 continue;
             };
+            // An API server or etcd started again holds candidates back until the API is
+            // served again (`None`: not by `t`).
+            let end = if brings_back(&f.action, *undo) {
+                self.back_at(e.t_ms).filter(|&b| b <= t)
+            } else {
+                Some(e.t_ms)
+            };
             let mut close = |which: &dyn Fn(&Action) -> bool, open: &mut BTreeMap<usize, usize>| {
                 open.retain(|k, i| {
                     if which(&s.faults[*k].action) {
-                        all[*i].until = Some(e.t_ms);
+                        all[*i].until = end;
                         false
                     } else {
                         true
@@ -327,7 +410,7 @@ impl<'a> Timeline<'a> {
             };
             if *undo {
                 if let Some(i) = open.remove(step) {
-                    all[i].until = Some(e.t_ms);
+                    all[i].until = end;
                 }
                 continue;
             }
@@ -642,7 +725,7 @@ fn at_latest(s: &Scenario, events: &[Event]) -> Vec<Event> {
 
 /// Judge every invariant on a timeline whose facts are placed.
 fn judge_placed(s: &Scenario, events: &[Event]) -> Vec<Verdict> {
-    let tl = Timeline::new(events).with_pod_agents(s);
+    let tl = Timeline::new(events).with_pod_agents(s).with_fault_ends(s);
     s.expect
         .iter()
         .enumerate()
@@ -803,6 +886,130 @@ mod tests {
         assert_eq!(v[0].anchor_ms, Some(10_020));
         assert_eq!(v[1].anchor_ms, Some(55_040));
         assert_eq!(v[1].deadline_ms, Some(115_040));
+    }
+
+    /// An API server started again ends its outage when it served again (`api-server-serving`),
+    /// not when it was started: the anchor of `after: ID.end` and of the last fault's end are
+    /// there, and the step's own start (`after: ID`) is not moved. One that never served again
+    /// in the run is counted at its start.
+    #[test]
+    fn an_api_server_outage_ends_when_the_api_server_served_again() {
+        let s = crate::scenario::parse(
+            std::path::Path::new("t.yaml"),
+            b"name: t\ncluster: {components: {kube-scheduler: {replicas: 1}}}\nfaults:\n  - {at: 10s, id: outage, api-server: stop, for: 30s}\nexpect:\n  - schedulable: {within: 1m, after: outage}\n  - schedulable: {within: 1m, after: outage.end}\n  - schedulable: {within: 1m}\n",
+        )
+        .unwrap();
+        let applied = |t_ms: u64, undo: bool| {
+            at(
+                t_ms,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: Some("outage".into()),
+                    action: "api-server: stop".into(),
+                    undo,
+                    detail: String::new(),
+                    links: Vec::new(),
+                },
+            )
+        };
+        let serving = |t_ms: u64, incarnation: u32| {
+            at(
+                t_ms,
+                EventKind::ApiServerServing {
+                    process: "api-server".into(),
+                    incarnation,
+                },
+            )
+        };
+        let events = [
+            serving(0, 1),
+            applied(10_020, false),
+            applied(48_200, true),
+            serving(64_700, 2),
+            at(150_000, EventKind::RunEnded {}),
+        ];
+        let v = judge(&s, &events);
+        assert_eq!(v[0].anchor_ms, Some(10_020));
+        assert_eq!(v[1].anchor_ms, Some(64_700));
+        assert_eq!(v[1].deadline_ms, Some(124_700));
+        assert_eq!(v[2].anchor_ms, Some(64_700));
+        // Never served again: at its start.
+        let events = [
+            serving(0, 1),
+            applied(10_020, false),
+            applied(48_200, true),
+            at(150_000, EventKind::RunEnded {}),
+        ];
+        let v = judge(&s, &events);
+        assert_eq!(v[1].anchor_ms, Some(48_200));
+        assert_eq!(v[2].anchor_ms, Some(48_200));
+    }
+
+    /// Found by the real tier (the client-go example on a busy machine): kube-apiserver,
+    /// started again at 48.2 s, served at 1m04.7s. A candidate kept from the Lease by the outage
+    /// waits a full lease duration from when it could read the record again, so it was free to
+    /// take it from 1m19.7s, not from 15 s after the start; until the API server served, the
+    /// outage still held it back.
+    #[test]
+    fn an_outage_holds_candidates_back_until_the_api_server_served_again() {
+        let yaml = "name: t
+cluster:
+  agents: [{name: op, lease: ops/op, pods: {namespace: ops, selector: app=op}}]
+faults: [{at: 10s, id: outage, for: 30s, api-server: stop}]
+expect:
+  - leader-reacquired: {lease: ops/op, within: 30s, after: outage.end}
+  - leader-reacquired: {lease: ops/op, within: 10s, after: outage}
+";
+        let s = crate::scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).unwrap();
+        let applied = |t_ms: u64, undo: bool| {
+            at(
+                t_ms,
+                EventKind::FaultApplied {
+                    step: 0,
+                    id: Some("outage".into()),
+                    action: "api-server: stop".into(),
+                    undo,
+                    detail: String::new(),
+                    links: Vec::new(),
+                },
+            )
+        };
+        let serving = |t_ms: u64, incarnation: u32| {
+            at(
+                t_ms,
+                EventKind::ApiServerServing {
+                    process: "api-server".into(),
+                    incarnation,
+                },
+            )
+        };
+        let mut events = candidate_op_1();
+        events.extend([
+            serving(0, 1),
+            lease_seen(9_000, "op-1_a", 9_000),
+            applied(10_020, false),
+            applied(48_200, true),
+            serving(64_700, 2),
+            at(120_000, EventKind::RunEnded {}),
+        ]);
+        let v = judge(&s, &events);
+        assert!(!v[0].held, "{}", v[0].message);
+        assert_eq!(v[0].anchor_ms, Some(64_700));
+        assert!(
+            v[0].message.contains(
+                "free to take it, with nothing in the way: op-1 (from 1m19.7s to 1m34.7s)"
+            ),
+            "{}",
+            v[0].message
+        );
+        // At 20 s, the API server down: held back by the outage, still in effect.
+        assert!(!v[1].held, "{}", v[1].message);
+        assert!(
+            v[1].message
+                .contains("op-1 was held back by `api-server: stop`, still in effect"),
+            "{}",
+            v[1].message
+        );
     }
 
     /// A pod agent whose `leading:` patterns match none of its lines while its pod holds the

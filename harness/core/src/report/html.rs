@@ -492,6 +492,16 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                 p.lane.mark(t, "start", detail);
                 p.up = Some((t, *incarnation));
             }
+            EventKind::ApiServerServing {
+                process,
+                incarnation,
+            } if t > 0 => {
+                let detail = format!(
+                    "start #{incarnation} served again (/readyz ok) at {}",
+                    fmt_ms(t)
+                );
+                at(&mut procs, process).lane.mark(t, "serving", detail);
+            }
             EventKind::ProcessExited { process, reason } => {
                 let p = at(&mut procs, process);
                 if let Some((since, n)) = p.up.take() {

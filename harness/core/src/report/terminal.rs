@@ -90,6 +90,12 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
             } if *incarnation > 1 || verbose => {
                 Some(format!("start     {process} (start #{incarnation})"))
             }
+            EventKind::ApiServerServing {
+                process,
+                incarnation,
+            } if *incarnation > 1 || verbose || e.t_ms > 0 => Some(format!(
+                "serving   {process} (start #{incarnation}): /readyz ok, the API is served again"
+            )),
             EventKind::LeaseObserved {
                 lease,
                 holder,

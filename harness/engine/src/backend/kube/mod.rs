@@ -142,6 +142,9 @@ pub(crate) struct KubeWorld {
     pod_agents: Option<PodAgents>,
     /// The proxy that holds kubechaos's own reads ($KUBECHAOS_SELF_DELAY), if it is told to.
     _self_delay: Option<crate::backend::local::proxy::Proxy>,
+    /// Each API server's or etcd member's watch for the API's first `ok` readiness since it
+    /// started (see [`KubeWorld::started`]).
+    serving: BTreeMap<String, tokio::task::JoinHandle<()>>,
 }
 
 impl KubeWorld {
@@ -196,10 +199,40 @@ impl KubeWorld {
     fn started(&mut self, name: &str) {
         let n = self.incarnations.entry(name.to_owned()).or_insert(0);
         *n += 1;
+        let incarnation = *n;
         self.recorder.record(EventKind::ProcessStarted {
             process: name.to_owned(),
-            incarnation: *n,
+            incarnation,
         });
+        // An API server or etcd member started: when the API is served again (`/readyz` through
+        // the observer's way to the cluster), as the local backend tells it.
+        use crate::backend::driver::API_SERVER;
+        let api = if name.starts_with(API_SERVER) {
+            (name.to_owned(), incarnation)
+        } else if name.starts_with("etcd") {
+            (
+                API_SERVER.to_owned(),
+                self.incarnations.get(API_SERVER).copied().unwrap_or(1),
+            )
+        } else {
+            return;
+        };
+        let (client, recorder) = (self.client.clone(), self.recorder.clone());
+        let task = self.rt.spawn(async move {
+            let sent =
+                crate::backend::local::cluster::first_ready(&client, || recorder.now_ms()).await;
+            recorder.record_within(
+                sent,
+                None,
+                EventKind::ApiServerServing {
+                    process: api.0,
+                    incarnation: api.1,
+                },
+            );
+        });
+        if let Some(old) = self.serving.insert(name.to_owned(), task) {
+            old.abort();
+        }
     }
 }
 
@@ -224,6 +257,9 @@ impl World for KubeWorld {
         if let Some(a) = self.agent(name) {
             a.stop(name, graceful);
             return;
+        }
+        if let Some(task) = self.serving.remove(name) {
+            task.abort();
         }
         self.machines().stop(name, graceful, hold);
         self.after();
@@ -816,6 +852,7 @@ impl Kube {
             agent_failed: BTreeMap::new(),
             pod_agents,
             _self_delay: self_delay,
+            serving: BTreeMap::new(),
         };
         // The machines' processes run from time zero (the observer sees their leases, not them);
         // the agents said their own starts.
@@ -917,10 +954,14 @@ impl Backend for Kube {
             mut machines,
             agents,
             pod_agents,
+            serving,
             ..
         } = world;
         drop(pod_agents);
         observer.abort();
+        for task in serving.values() {
+            task.abort();
+        }
         time.stop();
         let rt = self.rt.take().expect("started");
         let handle = rt.handle().clone();

@@ -322,6 +322,9 @@ pub struct LocalCluster {
             tokio::task::JoinHandle<()>,
         ),
     >,
+    /// Each API server's watch for its first `ok` readiness since it (or an etcd member) was
+    /// started again (see [`LocalCluster::watch_serving`]).
+    serving: BTreeMap<String, tokio::task::JoinHandle<()>>,
     hooks: Arc<dyn Hooks>,
     children: BTreeMap<String, Child>,
     /// Signalled to stop, not yet reaped.
@@ -345,6 +348,9 @@ impl Drop for LocalCluster {
             health.abort();
         }
         for (_, task) in self.liveness.values() {
+            task.abort();
+        }
+        for task in self.serving.values() {
             task.abort();
         }
         self.containers.kill_all();
@@ -640,6 +646,7 @@ impl LocalCluster {
             etcd_links,
             balancer: None,
             liveness: BTreeMap::new(),
+            serving: BTreeMap::new(),
             hooks,
             children: BTreeMap::new(),
             stopping: BTreeMap::new(),
@@ -994,12 +1001,55 @@ impl LocalCluster {
             self.children.insert(name.to_owned(), child);
         }
         self.incarnations.insert(name.to_owned(), inc);
+        match self.kinds.get(name) {
+            Some(Kind::ApiServer(_)) => self.watch_serving(name, true),
+            Some(Kind::Etcd(_)) => {
+                let apis: Vec<String> = self
+                    .kinds
+                    .iter()
+                    .filter(|(a, k)| matches!(k, Kind::ApiServer(_)) && self.runs(a))
+                    .map(|(a, _)| a.clone())
+                    .collect();
+                for a in apis {
+                    self.watch_serving(&a, false);
+                }
+            }
+            _ => {}
+        }
         Ok(())
+    }
+
+    /// Watch API server `api` (its start running now) until its readiness check (`/readyz`,
+    /// straight to it) first answers `ok`, every [`SERVING_PERIOD`], and tell the hooks then,
+    /// at the time that check was sent: when the API is served again after it (`again`: a new
+    /// start of it) or an etcd member was started. A watch still going for it is kept, unless
+    /// this is a new start of it; a stop of it ends its watch.
+    fn watch_serving(&mut self, api: &str, again: bool) {
+        let Some(Kind::ApiServer(i)) = self.kinds.get(api) else {
+            return;
+        };
+        if let Some(task) = self.serving.get(api) {
+            if !again && !task.is_finished() {
+                return;
+            }
+            task.abort();
+        }
+        let client = self.direct[(*i as usize).min(self.direct.len() - 1)].clone();
+        let (hooks, name) = (self.hooks.clone(), api.to_owned());
+        let inc = self.incarnations.get(api).copied().unwrap_or(1);
+        let task = tokio::spawn(async move {
+            let sent = first_ready(&client, k8s_openapi::jiff::Timestamp::now).await;
+            hooks.serving(&name, inc, When::At(sent));
+        });
+        self.serving.insert(api.to_owned(), task);
     }
 
     /// Stop a process: SIGTERM (`graceful`) or SIGKILL to its process group. Returns at once;
     /// [`LocalCluster::start`] waits for it to be gone.
     pub(crate) fn stop(&mut self, name: &str, graceful: bool) {
+        if let Some(task) = self.serving.remove(name) {
+            task.abort();
+        }
         if let Some(task) = self.nodes.remove(name) {
             task.abort();
             self.containers.node_stopped(name);
@@ -1260,6 +1310,9 @@ impl LocalCluster {
         for (_, (_, task)) in std::mem::take(&mut self.liveness) {
             task.abort();
         }
+        for (_, task) in std::mem::take(&mut self.serving) {
+            task.abort();
+        }
         let mut children: Vec<Child> = std::mem::take(&mut self.children)
             .into_values()
             .chain(std::mem::take(&mut self.stopping).into_values())
@@ -1303,6 +1356,23 @@ impl LocalCluster {
 /// How long a readiness question to one API server may take: its `/readyz` answers within its
 /// etcd check's own timeout (2 s), even when it cannot reach etcd.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How often an API server started again (or whose etcd was) is asked whether it is ready,
+/// until it is ([`first_ready`]): when it served again is known to this.
+const SERVING_PERIOD: Duration = Duration::from_millis(250);
+
+/// Ask the API server behind `client` whether it is ready (`GET /readyz`) every
+/// [`SERVING_PERIOD`] until it says `ok`; returns when the question that got it was sent, as
+/// `now` tells the time (the one before got no `ok`).
+pub(crate) async fn first_ready<T>(client: &kube::Client, now: impl Fn() -> T) -> T {
+    loop {
+        let sent = now();
+        if ready(client).await {
+            return sent;
+        }
+        tokio::time::sleep(SERVING_PERIOD).await;
+    }
+}
 
 /// How often the admin's balancer asks each API server whether it is ready.
 const HEALTH_PERIOD: Duration = Duration::from_millis(500);

@@ -46,6 +46,10 @@ pub trait Hooks: Send + Sync {
     /// Incarnation `incarnation` of a pod's process ended (stopped by its node, or by itself),
     /// and why. The driver records the ends of the processes it supervises itself.
     fn exited(&self, _process: &str, _incarnation: u32, _reason: &str, _at: When) {}
+    /// Incarnation `incarnation` of API server `process` answered its readiness check for the
+    /// first time since it started or since an etcd member started, with the check sent at
+    /// `at`.
+    fn serving(&self, _process: &str, _incarnation: u32, _at: When) {}
     /// Pod `pod` (`NAMESPACE/NAME`) of pod agent `agent` runs for the first time, as `process`.
     fn candidate(&self, _agent: &str, _pod: &str, _process: &str) {}
     /// Something kubechaos has to say about a process (what it cannot see of it).

@@ -313,6 +313,17 @@ impl Hooks for RecorderHooks {
         );
     }
 
+    fn serving(&self, process: &str, incarnation: u32, at: When) {
+        self.recorder.record_within(
+            self.ms(at),
+            None,
+            EventKind::ApiServerServing {
+                process: process.to_owned(),
+                incarnation,
+            },
+        );
+    }
+
     fn exited(&self, process: &str, incarnation: u32, reason: &str, at: When) {
         let told = self.ms(at);
         let t = self.place(process, incarnation, Fact::Exited, told);
