@@ -240,9 +240,9 @@ pub enum EventKind {
         /// How many times it has started, from 1.
         incarnation: u32,
     },
-    /// An API server answered its readiness check (`GET /readyz`, `ok`: it reaches etcd and
-    /// serves) for the first time since it was started, or since an etcd member was started:
-    /// requests are served again. Its time is when the check that first got `ok` was sent (the
+    /// An API server answered its etcd readiness check (`GET /readyz/etcd`, `ok`: it answers
+    /// requests and reaches etcd) for the first time since it was started, or since an etcd
+    /// member was started: requests are served again. Its time is when the check that first got `ok` was sent (the
     /// one before it, at most a period earlier, got none). A fault's end that starts an API
     /// server or etcd again counts from here: a busy machine's slow start is not charged to
     /// the software under test. A world that records none (the sim, whose API server serves as

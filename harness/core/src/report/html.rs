@@ -497,7 +497,7 @@ fn process_lanes(events: &[Event], end_ms: u64, palette: &mut Palette) -> Vec<La
                 incarnation,
             } if t > 0 => {
                 let detail = format!(
-                    "start #{incarnation} served again (/readyz ok) at {}",
+                    "start #{incarnation} served again (/readyz/etcd ok) at {}",
                     fmt_ms(t)
                 );
                 at(&mut procs, process).lane.mark(t, "serving", detail);

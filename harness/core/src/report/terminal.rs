@@ -94,7 +94,7 @@ pub fn timeline(outcome: &Outcome, verbose: bool) -> String {
                 process,
                 incarnation,
             } if *incarnation > 1 || verbose || e.t_ms > 0 => Some(format!(
-                "serving   {process} (start #{incarnation}): /readyz ok, the API is served again"
+                "serving   {process} (start #{incarnation}): /readyz/etcd ok, the API is served again"
             )),
             EventKind::LeaseObserved {
                 lease,

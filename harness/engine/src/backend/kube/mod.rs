@@ -204,7 +204,7 @@ impl KubeWorld {
             process: name.to_owned(),
             incarnation,
         });
-        // An API server or etcd member started: when the API is served again (`/readyz` through
+        // An API server or etcd member started: when the API is served again (`/readyz/etcd` through
         // the observer's way to the cluster), as the local backend tells it.
         use crate::backend::driver::API_SERVER;
         let api = if name.starts_with(API_SERVER) {

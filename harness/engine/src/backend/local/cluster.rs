@@ -1019,8 +1019,8 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// Watch API server `api` (its start running now) until its readiness check (`/readyz`,
-    /// straight to it) first answers `ok`, every [`SERVING_PERIOD`], and tell the hooks then,
+    /// Watch API server `api` (its start running now) until its etcd readiness check
+    /// (`/readyz/etcd`, straight to it) first answers `ok`, every [`SERVING_PERIOD`], and tell the hooks then,
     /// at the time that check was sent: when the API is served again after it (`again`: a new
     /// start of it) or an etcd member was started. A watch still going for it is kept, unless
     /// this is a new start of it; a stop of it ends its watch.
@@ -1361,13 +1361,15 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
 /// until it is ([`first_ready`]): when it served again is known to this.
 const SERVING_PERIOD: Duration = Duration::from_millis(250);
 
-/// Ask the API server behind `client` whether it is ready (`GET /readyz`) every
-/// [`SERVING_PERIOD`] until it says `ok`; returns when the question that got it was sent, as
-/// `now` tells the time (the one before got no `ok`).
+/// Ask the API server behind `client` whether it answers and reaches etcd (`GET /readyz/etcd`,
+/// the one check of `/readyz` that says so) every [`SERVING_PERIOD`] until it says `ok`; returns
+/// when the question that got it was sent, as `now` tells the time (the one before got no
+/// `ok`). Not all of `/readyz`: it waits also for the post-start hooks, and kube-apiserver
+/// served Lease writes 2.5 s before it said `ok` on this machine.
 pub(crate) async fn first_ready<T>(client: &kube::Client, now: impl Fn() -> T) -> T {
     loop {
         let sent = now();
-        if ready(client).await {
+        if answers_ok(client, "/readyz/etcd", HEALTH_TIMEOUT).await {
             return sent;
         }
         tokio::time::sleep(SERVING_PERIOD).await;
